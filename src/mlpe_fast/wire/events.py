@@ -1,0 +1,195 @@
+"""The events the wire decoders return, as frozen ``msgspec.Struct`` records.
+
+Every event carries ``t_ns``: the arrival time passed with the input piece
+that *completed* it (``CLOCK_MONOTONIC`` nanoseconds when the engine stamps
+reads).  An event spread over several pieces carries the stamp of the last
+one; several events completed by one piece share its stamp.  The decoders
+never read a clock themselves.
+
+The records are ``gc=False``: they hold only strings, bytes, numbers, tuples of
+those, and (``usage``) a JSON dict, so they cannot form reference cycles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from ..errors import CHUNK_ERROR_MESSAGES, ErrorCode
+
+__all__ = (
+    "BodyData",
+    "ChunkError",
+    "Delta",
+    "FirstToken",
+    "ResponseComplete",
+    "ResponseHead",
+    "SSEEvent",
+    "ToolCall",
+    "ToolCallDelta",
+)
+
+Headers = tuple[tuple[bytes, bytes], ...]
+
+
+def _short(value: bytes | str, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+# HTTP/1.1 framing ---------------------------------------------------------------
+
+
+class ResponseHead(msgspec.Struct, frozen=True, gc=False):
+    """A final (non-1xx) response head.
+
+    ``headers`` keeps field order; names are lower-cased, values trimmed.
+    ``keep_alive`` is what the head says; the connection may still turn out
+    unusable (a close-delimited body), which :class:`ResponseComplete` tells.
+    """
+
+    status: int
+    reason: bytes
+    headers: Headers
+    http_version: bytes
+    keep_alive: bool
+    t_ns: int
+
+
+class BodyData(msgspec.Struct, frozen=True, gc=False):
+    """Body bytes, de-framed (chunk sizes and extensions removed)."""
+
+    data: bytes
+    t_ns: int
+
+    def __repr__(self) -> str:
+        return f"BodyData(data={_short(self.data)}, t_ns={self.t_ns})"
+
+
+class ResponseComplete(msgspec.Struct, frozen=True, gc=False):
+    """The end of a response message; the connection can be reused when
+    ``keep_alive`` is true."""
+
+    trailers: Headers
+    keep_alive: bool
+    t_ns: int
+
+
+# SSE ------------------------------------------------------------------------------
+
+
+class SSEEvent(msgspec.Struct, frozen=True, gc=False):
+    """A dispatched server-sent event (WHATWG HTML section 9.2.6).
+
+    ``event`` is the event type (``"message"`` when the stream gave none);
+    ``id`` is the last event ID at dispatch; text is decoded from UTF-8 with
+    U+FFFD replacement, as the standard says.
+    """
+
+    data: str
+    event: str
+    id: str
+    t_ns: int
+
+    @property
+    def done(self) -> bool:
+        """True for OpenAI's ``data: [DONE]`` end-of-stream sentinel."""
+        return self.data == "[DONE]"
+
+    def __repr__(self) -> str:
+        return (
+            f"SSEEvent(data={_short(self.data)}, event={self.event!r}, "
+            f"id={self.id!r}, t_ns={self.t_ns})"
+        )
+
+
+# OpenAI chunks ------------------------------------------------------------------------
+
+
+class ToolCallDelta(msgspec.Struct, frozen=True, gc=False):
+    """One tool-call fragment of a chunk; absent or null members are ``None``."""
+
+    index: int
+    id: str | None
+    type: str | None
+    name: str | None
+    arguments: str | None
+
+
+class Delta(msgspec.Struct, frozen=True, gc=False):
+    """What one OpenAI chunk carried (rules S1-S10 of ``csrc/mlpe_oai.h``).
+
+    ``usage`` is the decoded ``usage`` object when the chunk had one.
+    """
+
+    content: str | None
+    reasoning: str | None
+    tool_calls: tuple[ToolCallDelta, ...]
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    t_ns: int
+
+    @property
+    def content_bearing(self) -> bool:
+        """True when the chunk carries a first-token fragment: non-empty
+        content or reasoning, or a tool call with a non-empty name or
+        arguments fragment (spec section 1.1, "first non-empty text
+        fragment in any response category")."""
+        return bool(
+            self.content
+            or self.reasoning
+            or any(t.name or t.arguments for t in self.tool_calls)
+        )
+
+
+class ChunkError(msgspec.Struct, frozen=True, gc=False):
+    """An SSE event whose data could not be used, or an in-stream error the
+    endpoint sent.  Not terminal: the events around it still decode.
+
+    ``code`` is one of 401-405 (:class:`mlpe_fast.errors.ErrorCode`);
+    ``detail`` is the JSON path of a mistyped field (``CHUNK_SHAPE``) or the
+    endpoint's message (``ENDPOINT_ERROR``), else empty; ``data`` is the raw
+    event data.
+    """
+
+    code: int
+    detail: str
+    data: bytes
+    t_ns: int
+
+    @property
+    def message(self) -> str:
+        text = CHUNK_ERROR_MESSAGES[self.code]
+        if self.code == ErrorCode.CHUNK_SHAPE:
+            return f"{text} {self.detail}"
+        if self.code == ErrorCode.ENDPOINT_ERROR and self.detail:
+            return f"{text}: {self.detail}"
+        return text
+
+    def __repr__(self) -> str:
+        return (
+            f"ChunkError(code={self.code}, detail={self.detail!r}, "
+            f"data={_short(self.data)}, t_ns={self.t_ns})"
+        )
+
+
+# Whole responses -------------------------------------------------------------------
+
+
+class ToolCall(msgspec.Struct, frozen=True, gc=False):
+    """A tool call rebuilt from its fragments (spec section 1.2: arguments
+    appended per index in arrival order; id and type kept; name fragments
+    appended)."""
+
+    index: int
+    id: str
+    type: str
+    name: str
+    arguments: str
+
+
+class FirstToken(msgspec.Struct, frozen=True, gc=False):
+    """The first content-bearing event of a response completed at ``t_ns``."""
+
+    t_ns: int
