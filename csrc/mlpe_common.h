@@ -64,6 +64,10 @@ typedef enum mlpe_err {
     MLPE_E_CHUNK_SHAPE = 404,       /* valid JSON, but a known field has the wrong type */
     MLPE_E_ENDPOINT_ERROR = 405,    /* the endpoint sent an {"error": ...} object */
 
+    /* The endpoint answered with a non-2xx status.  Not a protocol error
+     * (the bytes were fine): reported in a response's summary only. */
+    MLPE_E_HTTP_STATUS = 501,
+
     MLPE_E_NOMEM = 901              /* allocation failed */
 } mlpe_err;
 

@@ -40,6 +40,7 @@ __all__ = (
     "UnsupportedTransferCoding",
     "UnsupportedVersion",
     "error_from_code",
+    "error_name",
 )
 
 
@@ -69,6 +70,7 @@ class ErrorCode(enum.IntEnum):
     JSON_DEPTH = 403
     CHUNK_SHAPE = 404
     ENDPOINT_ERROR = 405
+    HTTP_STATUS = 501
     NOMEM = 901
 
 
@@ -240,6 +242,14 @@ CHUNK_ERROR_MESSAGES: dict[int, str] = {
     ErrorCode.CHUNK_SHAPE: "unexpected type for",
     ErrorCode.ENDPOINT_ERROR: "endpoint sent an error",
 }
+
+
+def error_name(code: int) -> str:
+    """The class name a record reports for a summary's ``error_code``."""
+    if code == ErrorCode.HTTP_STATUS:
+        return "HTTPStatusError"
+    cls = _BY_CODE.get(code)
+    return cls.__name__ if cls is not None else ErrorCode(code).name
 
 
 def error_from_code(code: int, position: int, detail: str = "") -> Exception:

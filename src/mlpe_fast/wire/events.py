@@ -25,6 +25,7 @@ __all__ = (
     "FirstToken",
     "ResponseComplete",
     "ResponseHead",
+    "ResponseSummary",
     "SSEEvent",
     "ToolCall",
     "ToolCallDelta",
@@ -193,3 +194,55 @@ class FirstToken(msgspec.Struct, frozen=True, gc=False):
     """The first content-bearing event of a response completed at ``t_ns``."""
 
     t_ns: int
+
+
+class ResponseSummary(msgspec.Struct, frozen=True, gc=False):
+    """Everything one response told, as ``ResponseDecoder.summary()`` sees it.
+
+    Times are the ``t_ns`` of the pieces that completed each milestone
+    (``None`` until reached): ``t_head`` the response head, ``t_first`` the
+    first content-bearing event (rule R3 of ``csrc/mlpe_response.h``),
+    ``t_done`` the ``[DONE]`` event, or the end of the message without one.
+
+    Text per category is concatenated in arrival order; ``*_after_first``
+    hold what arrived after the first content-bearing event (the TPOT token
+    count, spec section 1.2); tool calls in ``tool_calls_after_first`` keep
+    their id and type and carry the name/arguments suffixes, and calls with
+    nothing after the first event are left out.
+
+    ``error_code`` is 0, a terminal :class:`mlpe_fast.errors.ErrorCode` (the
+    decoder raised it), or ``ErrorCode.HTTP_STATUS`` when the endpoint
+    answered with a non-2xx status; ``error_message`` says what happened.
+    ``chunk_errors`` counts events that could not be decoded (not terminal);
+    ``first_chunk_error`` is the first of them.
+    """
+
+    status: int
+    t_head: int | None
+    t_first: int | None
+    t_done: int | None
+    content: str
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    content_after_first: str
+    reasoning_after_first: str
+    tool_calls_after_first: tuple[ToolCall, ...]
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    events: int
+    content_events: int
+    events_after_done: int
+    done: bool
+    complete: bool
+    keep_alive: bool
+    chunk_errors: int
+    first_chunk_error: ChunkError | None
+    unexpected_bytes: int
+    error_code: int
+    error_message: str
+    chunk_times: tuple[int, ...] | None
+
+    @property
+    def ok(self) -> bool:
+        """A complete 2xx response without a terminal error."""
+        return self.complete and self.error_code == 0
