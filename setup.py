@@ -46,6 +46,15 @@ NATIVE_MODULES: dict[str, list[str]] = {
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
     ],
+    # The engine feeds ResponseDecoder's C state directly, so it links its
+    # own copy of the same units (a C symbol is not shared between two
+    # extension modules).
+    "mlpe_fast.engine._reader_c": [
+        "csrc/mlpe_h1.c",
+        "csrc/mlpe_sse.c",
+        "csrc/mlpe_oai.c",
+        "csrc/mlpe_response.c",
+    ],
 }
 
 
@@ -91,6 +100,7 @@ def _extensions() -> list[Extension]:
     ]
     return cythonize(
         extensions,
+        include_path=["src"],
         compiler_directives={
             "language_level": 3,
             "embedsignature": True,

@@ -17,7 +17,10 @@
  *  J4. The payload is scanned left to right and the FIRST problem among
  *      J1-J3, in text order, decides the code (MLPE_E_JSON_UTF8,
  *      MLPE_E_JSON_SYNTAX or MLPE_E_JSON_DEPTH).  Bytes >= 0x80 outside a
- *      string are a syntax error, not a UTF-8 error.
+ *      string are a syntax error, not a UTF-8 error.  An ill-formed UTF-8
+ *      sequence is located at its first byte, so one cut short by the end
+ *      of the payload is a UTF-8 error, not an unterminated string; the
+ *      depth is exceeded where the 65th container opens.
  *  J5. Escapes: \" \\ \/ \b \f \n \r \t \uXXXX (hex in either case).  A
  *      \uD800-\uDBFF escape directly followed by a \uDC00-\uDFFF escape is one
  *      code point; any other (lone) surrogate escape decodes to U+FFFD.
@@ -25,7 +28,7 @@
  *
  * Chunk shape (checked only for well-formed JSON)
  * -----------------------------------------------
- *  S1. The top level must be an object.
+ *  S1. The top level must be an object (else shape_path is "$").
  *  S2. "error": when present and not null, the chunk is an endpoint error
  *      (MLPE_E_ENDPOINT_ERROR); its message is error.message when error is an
  *      object with a string "message", the string itself when error is a
@@ -35,8 +38,8 @@
  *      element whose index is 0, null or absent; every element is type
  *      checked, the others are then ignored (mlpe-fast sends n=1).
  *  S4. In a choice: "delta" (streaming) and "message" (non-streaming) are
- *      objects or null; the fragments come from delta when it is an object,
- *      else from message.  "text" (completions API) is a string or null and
+ *      objects or null (both are checked, S5 and S6 included); the fragments
+ *      come from delta when it is an object, else from message.  "text" (completions API) is a string or null and
  *      is the content when the delta/message has no non-null "content".
  *      "finish_reason" is a string or null.
  *  S5. In a delta/message: "content" string or null; "reasoning_content"
@@ -44,17 +47,22 @@
  *      deprecation period send both with the same text: reasoning_content
  *      wins when not null, never both); "tool_calls" array or null.
  *  S6. Each tool call: object; "index" a non-negative integer below 2^31 or
- *      absent/null (then its position in the array); "id", "type" strings or
- *      null; "function" object or null with "name", "arguments" strings or
- *      null.
+ *      absent/null (then its position in the array, which must be below 2^31
+ *      as well); "id", "type" strings or null; "function" object or null
+ *      with "name", "arguments" strings or null.
  *  S7. "usage": object or null; reported as the raw JSON text of the object.
- *  S8. Integers are JSON numbers without fraction or exponent ("-0" is 0).
+ *  S8. Integers are JSON numbers without fraction or exponent, of any
+ *      length ("-0" is 0).
  *  S9. Type checks follow a fixed order, not text order: top level error,
  *      choices, usage; per choice (array order) index, delta, message, text,
  *      finish_reason; per delta content, reasoning_content, reasoning,
  *      tool_calls; per tool call (array order) index, id, type, function;
- *      per function name, arguments.  The first failing check sets
- *      shape_path (e.g. "choices[0].delta.content") and the result is
+ *      per function name, arguments.  The order is depth first: a delta's
+ *      (or message's) members are checked right after its own type, before
+ *      the next member of its choice.  The first failing check sets
+ *      shape_path (e.g. "choices[0].delta.content",
+ *      "choices[1].message.tool_calls[0].function.name", "choices[2]" for
+ *      an element that is not an object) and the result is
  *      MLPE_E_CHUNK_SHAPE.
  *  S10. All other members are validated as JSON and otherwise ignored.
  */
@@ -69,8 +77,9 @@
  * small and bounded. */
 #define MLPE_JSON_MAX_DEPTH 64
 
-/* One tool-call fragment.  Strings point into the decoder's scratch buffer or
- * into the input; valid until the next mlpe_oai_decode call. */
+/* One tool-call fragment.  Strings point into the decoder's scratch buffer
+ * (its copy of the payload, unescaped in place); valid until the next
+ * mlpe_oai_decode or mlpe_oai_free call. */
 typedef struct mlpe_oai_tool {
     int32_t index;
     uint8_t has_id, has_type, has_name, has_arguments; /* present and not null */
@@ -82,7 +91,7 @@ typedef struct mlpe_oai_chunk {
     mlpe_span content;       /* delta.content + choice.text, unescaped UTF-8 */
     mlpe_span reasoning;     /* reasoning_content or reasoning, unescaped */
     mlpe_span finish_reason; /* unescaped */
-    mlpe_span usage;         /* raw JSON text of the usage object (into input) */
+    mlpe_span usage;         /* raw JSON text of the usage object (in scratch) */
     mlpe_span error_message; /* for MLPE_E_ENDPOINT_ERROR, unescaped */
     const mlpe_oai_tool *tools;
     size_t n_tools;
@@ -91,7 +100,7 @@ typedef struct mlpe_oai_chunk {
 
 typedef struct mlpe_oai_decoder {
     /* private */
-    mlpe_buf scratch;        /* unescaped strings */
+    mlpe_buf scratch;        /* the payload's copy + zero padding, unescaped in place */
     mlpe_oai_tool *tools;
     size_t cap_tools;
     char path[128];          /* shape_path storage */

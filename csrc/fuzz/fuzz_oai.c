@@ -1,0 +1,432 @@
+/*
+ * fuzz_oai.c -- libFuzzer entry point for the OpenAI chunk decoder
+ * (mlpe_oai.h).  The input is the data of one SSE event.  Decoding is one
+ * call on a complete payload, so there is no chunking to explore; instead
+ * the input hash (fuzz_common.h) picks the bytes placed around the payload
+ * in the variants below.
+ *
+ * Checked (rule numbers are those of mlpe_oai.h):
+ *  - the code is MLPE_OK, MLPE_E_NOMEM or 401-405; on any other code every
+ *    fragment is absent (has_* == 0, no tools); CHUNK_SHAPE comes with a
+ *    NUL-terminated shape_path of the decoder's storage;
+ *  - an independent strict RFC 8259 validator (below) agrees on validity
+ *    and, for invalid input, on the code of the first problem (J1-J4); a
+ *    valid payload whose top level is not an object is CHUNK_SHAPE (S1);
+ *  - every reported string is valid UTF-8 (J1, J5), usage is an object's
+ *    text copied verbatim from the input (S7), tool indexes are
+ *    non-negative (S6);
+ *  - decoding is a pure function of the payload: the same result from a
+ *    reused decoder, from a fresh one, when the payload sits in a larger
+ *    buffer followed by JSON-looking bytes (nothing past len is read), with
+ *    whitespace before it, and -- for valid JSON -- with whitespace after it.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_common.h"
+#include "mlpe_oai.h"
+
+/* ---- independent JSON validator ------------------------------------------
+ *
+ * Written from RFC 8259 and RFC 3629, not from mlpe_oai.c: recursive
+ * descent that stops at the first problem in text order. */
+
+typedef struct jv {
+    const uint8_t *s;
+    size_t n, i;
+    int depth;
+    int truncated_utf8; /* the problem is a UTF-8 sequence cut by the end */
+} jv;
+
+static int jv_value(jv *v);
+
+static void jv_ws(jv *v) {
+    while (v->i < v->n &&
+           (v->s[v->i] == ' ' || v->s[v->i] == '\t' || v->s[v->i] == '\n' || v->s[v->i] == '\r'))
+        v->i++;
+}
+
+static int is_hex(uint8_t c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* One multi-byte UTF-8 sequence at v->i (lead byte >= 0x80). */
+static int jv_utf8(jv *v) {
+    uint8_t c = v->s[v->i];
+    uint8_t lo = 0x80, hi = 0xBF; /* range of the second byte */
+    size_t need, k;
+    if (c >= 0xC2 && c <= 0xDF) {
+        need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        need = 2;
+        if (c == 0xE0)
+            lo = 0xA0; /* overlong */
+        if (c == 0xED)
+            hi = 0x9F; /* surrogates */
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 3;
+        if (c == 0xF0)
+            lo = 0x90; /* overlong */
+        if (c == 0xF4)
+            hi = 0x8F; /* above U+10FFFF */
+    } else {
+        return MLPE_E_JSON_UTF8;
+    }
+    for (k = 1; k <= need; k++) {
+        uint8_t b;
+        if (v->i + k >= v->n) {
+            v->truncated_utf8 = 1;
+            return MLPE_E_JSON_UTF8;
+        }
+        b = v->s[v->i + k];
+        if (k == 1 ? (b < lo || b > hi) : (b & 0xC0) != 0x80)
+            return MLPE_E_JSON_UTF8;
+    }
+    v->i += need + 1;
+    return MLPE_OK;
+}
+
+static int jv_string(jv *v) {
+    v->i++; /* opening quote */
+    for (;;) {
+        uint8_t c;
+        if (v->i >= v->n)
+            return MLPE_E_JSON_SYNTAX;
+        c = v->s[v->i];
+        if (c == '"') {
+            v->i++;
+            return MLPE_OK;
+        }
+        if (c < 0x20)
+            return MLPE_E_JSON_SYNTAX;
+        if (c == '\\') {
+            uint8_t e;
+            if (v->i + 1 >= v->n)
+                return MLPE_E_JSON_SYNTAX;
+            e = v->s[v->i + 1];
+            if (e == 'u') {
+                size_t k;
+                for (k = 2; k < 6; k++)
+                    if (v->i + k >= v->n || !is_hex(v->s[v->i + k]))
+                        return MLPE_E_JSON_SYNTAX;
+                v->i += 6;
+            } else if (e && strchr("\"\\/bfnrt", e)) {
+                v->i += 2;
+            } else {
+                return MLPE_E_JSON_SYNTAX;
+            }
+            continue;
+        }
+        if (c < 0x80) {
+            v->i++;
+            continue;
+        }
+        {
+            int r = jv_utf8(v);
+            if (r != MLPE_OK)
+                return r;
+        }
+    }
+}
+
+static int jv_digits(jv *v) {
+    size_t start = v->i;
+    while (v->i < v->n && v->s[v->i] >= '0' && v->s[v->i] <= '9')
+        v->i++;
+    return v->i > start ? MLPE_OK : MLPE_E_JSON_SYNTAX;
+}
+
+static int jv_number(jv *v) {
+    if (v->s[v->i] == '-')
+        v->i++;
+    if (v->i >= v->n)
+        return MLPE_E_JSON_SYNTAX;
+    if (v->s[v->i] == '0')
+        v->i++;
+    else if (jv_digits(v) != MLPE_OK)
+        return MLPE_E_JSON_SYNTAX;
+    if (v->i < v->n && v->s[v->i] == '.') {
+        v->i++;
+        if (jv_digits(v) != MLPE_OK)
+            return MLPE_E_JSON_SYNTAX;
+    }
+    if (v->i < v->n && (v->s[v->i] == 'e' || v->s[v->i] == 'E')) {
+        v->i++;
+        if (v->i < v->n && (v->s[v->i] == '+' || v->s[v->i] == '-'))
+            v->i++;
+        if (jv_digits(v) != MLPE_OK)
+            return MLPE_E_JSON_SYNTAX;
+    }
+    return MLPE_OK;
+}
+
+static int jv_literal(jv *v, const char *word) {
+    size_t k, n = strlen(word);
+    for (k = 0; k < n; k++)
+        if (v->i + k >= v->n || v->s[v->i + k] != (uint8_t)word[k])
+            return MLPE_E_JSON_SYNTAX;
+    v->i += n;
+    return MLPE_OK;
+}
+
+/* Object or array at v->i. */
+static int jv_container(jv *v) {
+    uint8_t close = v->s[v->i] == '{' ? '}' : ']';
+    int r;
+    if (++v->depth > MLPE_JSON_MAX_DEPTH)
+        return MLPE_E_JSON_DEPTH;
+    v->i++;
+    jv_ws(v);
+    if (v->i < v->n && v->s[v->i] == close) {
+        v->i++;
+        v->depth--;
+        return MLPE_OK;
+    }
+    for (;;) {
+        if (close == '}') {
+            if (v->i >= v->n || v->s[v->i] != '"')
+                return MLPE_E_JSON_SYNTAX;
+            if ((r = jv_string(v)) != MLPE_OK)
+                return r;
+            jv_ws(v);
+            if (v->i >= v->n || v->s[v->i] != ':')
+                return MLPE_E_JSON_SYNTAX;
+            v->i++;
+            jv_ws(v);
+        }
+        if ((r = jv_value(v)) != MLPE_OK)
+            return r;
+        jv_ws(v);
+        if (v->i >= v->n)
+            return MLPE_E_JSON_SYNTAX;
+        if (v->s[v->i] == close) {
+            v->i++;
+            v->depth--;
+            return MLPE_OK;
+        }
+        if (v->s[v->i] != ',')
+            return MLPE_E_JSON_SYNTAX;
+        v->i++;
+        jv_ws(v);
+    }
+}
+
+static int jv_value(jv *v) {
+    uint8_t c;
+    if (v->i >= v->n)
+        return MLPE_E_JSON_SYNTAX;
+    c = v->s[v->i];
+    switch (c) {
+    case '"':
+        return jv_string(v);
+    case '{':
+    case '[':
+        return jv_container(v);
+    case 't':
+        return jv_literal(v, "true");
+    case 'f':
+        return jv_literal(v, "false");
+    case 'n':
+        return jv_literal(v, "null");
+    default:
+        if (c == '-' || (c >= '0' && c <= '9'))
+            return jv_number(v);
+        return MLPE_E_JSON_SYNTAX;
+    }
+}
+
+/* MLPE_OK for one RFC 8259 JSON text, else the code of its first problem. */
+static int jv_validate(const uint8_t *s, size_t n, int *truncated_utf8, int *is_object) {
+    jv v;
+    int r;
+    memset(&v, 0, sizeof v);
+    v.s = s;
+    v.n = n;
+    jv_ws(&v);
+    *is_object = v.i < n && s[v.i] == '{';
+    r = jv_value(&v);
+    if (r == MLPE_OK) {
+        jv_ws(&v);
+        if (v.i != n)
+            r = MLPE_E_JSON_SYNTAX;
+    }
+    *truncated_utf8 = v.truncated_utf8;
+    return r;
+}
+
+/* ---- checking and logging a decode ---------------------------------------- */
+
+static void log_opt(mlpe_buf *log, uint8_t has, mlpe_span s) {
+    FUZZ_CHECK(has == 0 || has == 1);
+    fuzz_log_u64(log, has);
+    if (has) {
+        FUZZ_CHECK(fuzz_utf8_valid(s.ptr, s.len));
+        fuzz_log_span(log, s);
+    }
+}
+
+/* Checks one result against the contract and writes it to log, with spans
+ * replaced by the bytes they hold (usage as an offset into the input). */
+static void oai_log(int code, const mlpe_oai_chunk *c, const mlpe_oai_decoder *d,
+                    const uint8_t *in, size_t len, mlpe_buf *log) {
+    size_t i;
+    FUZZ_CHECK(code == MLPE_OK || code == MLPE_E_NOMEM ||
+               (code >= MLPE_E_JSON_SYNTAX && code <= MLPE_E_ENDPOINT_ERROR));
+    fuzz_log_tag(log, 'C');
+    fuzz_log_u64(log, (uint64_t)code);
+    if (code != MLPE_OK) {
+        FUZZ_CHECK(!c->has_content && !c->has_reasoning && !c->has_finish_reason &&
+                   !c->has_usage && c->n_tools == 0);
+    }
+    if (code == MLPE_E_CHUNK_SHAPE) {
+        size_t n;
+        FUZZ_CHECK(c->shape_path != NULL);
+        FUZZ_CHECK(c->shape_path >= d->path && c->shape_path < d->path + sizeof d->path);
+        n = strlen(c->shape_path);
+        FUZZ_CHECK(c->shape_path + n < d->path + sizeof d->path);
+        fuzz_log_bytes(log, (const uint8_t *)c->shape_path, n);
+    }
+    if (code == MLPE_E_ENDPOINT_ERROR) {
+        FUZZ_CHECK(fuzz_utf8_valid(c->error_message.ptr, c->error_message.len));
+        fuzz_log_span(log, c->error_message);
+    }
+    if (code != MLPE_OK)
+        return;
+    log_opt(log, c->has_content, c->content);
+    log_opt(log, c->has_reasoning, c->reasoning);
+    log_opt(log, c->has_finish_reason, c->finish_reason);
+    FUZZ_CHECK(c->has_usage == 0 || c->has_usage == 1);
+    fuzz_log_u64(log, c->has_usage);
+    if (c->has_usage) {
+        /* The object's text, verbatim: in the input, or in the decoder's
+         * copy of it (mlpe_oai.c parses a padded copy). */
+        const uint8_t *base = in;
+        size_t off;
+        if (!(c->usage.ptr >= in && c->usage.ptr < in + len))
+            base = d->scratch.ptr;
+        FUZZ_CHECK(base != NULL && c->usage.ptr >= base);
+        off = (size_t)(c->usage.ptr - base);
+        FUZZ_CHECK(c->usage.len >= 2 && off <= len && c->usage.len <= len - off);
+        FUZZ_CHECK(memcmp(c->usage.ptr, in + off, c->usage.len) == 0);
+        FUZZ_CHECK(c->usage.ptr[0] == '{' && c->usage.ptr[c->usage.len - 1] == '}');
+        fuzz_log_span(log, c->usage);
+    }
+    FUZZ_CHECK(c->n_tools == 0 || c->tools != NULL);
+    fuzz_log_u64(log, c->n_tools);
+    for (i = 0; i < c->n_tools; i++) {
+        const mlpe_oai_tool *t = &c->tools[i];
+        FUZZ_CHECK(t->index >= 0);
+        fuzz_log_u64(log, (uint64_t)t->index);
+        log_opt(log, t->has_id, t->id);
+        log_opt(log, t->has_type, t->type);
+        log_opt(log, t->has_name, t->name);
+        log_opt(log, t->has_arguments, t->arguments);
+    }
+}
+
+/* Decodes buf[0..len) with d and logs the result; returns the code. */
+static int oai_run(mlpe_oai_decoder *d, const uint8_t *buf, size_t len, mlpe_buf *log) {
+    mlpe_oai_chunk c;
+    int code;
+    memset(&c, 0xA5, sizeof c); /* the decoder must set every field it reports */
+    code = mlpe_oai_decode(d, buf, len, &c);
+    oai_log(code, &c, d, buf, len, log);
+    return code;
+}
+
+/* Decodes prefix + data + suffix (in an exact-size block) with a fresh
+ * decoder and logs the result. */
+static int oai_wrapped(const char *prefix, const uint8_t *data, size_t size, const char *suffix,
+                       mlpe_buf *log) {
+    size_t np = strlen(prefix), ns = strlen(suffix);
+    uint8_t *buf = (uint8_t *)malloc(np + size + ns + 1);
+    mlpe_oai_decoder d;
+    int code;
+    FUZZ_CHECK(buf != NULL);
+    memcpy(buf, prefix, np);
+    if (size)
+        memcpy(buf + np, data, size);
+    memcpy(buf + np + size, suffix, ns);
+    FUZZ_CHECK(mlpe_oai_init(&d) == MLPE_OK);
+    code = oai_run(&d, buf, np + size + ns, log);
+    mlpe_oai_free(&d);
+    free(buf);
+    return code;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    /* Bytes that would change the result if the decoder read past len. */
+    static const char *const tails[8] = {
+        "\"", "0", "}", "]}", "\\u0041\"", "\x80", ",\"usage\":{}}", "e5",
+    };
+    static const char *const spaces[4] = {" ", "\n", "\r\n\t ", "\t"};
+    uint64_t h = fuzz_hash(data, size);
+    const char *tail = tails[h & 7];
+    const char *space = spaces[(h >> 3) & 3];
+    mlpe_oai_decoder d;
+    mlpe_buf first, other;
+    uint8_t *exact, *padded;
+    int code, expect, truncated, is_object;
+
+    mlpe_buf_init(&first);
+    mlpe_buf_init(&other);
+    FUZZ_CHECK(mlpe_oai_init(&d) == MLPE_OK);
+
+    exact = fuzz_dup(data, size);
+    code = oai_run(&d, exact, size, &first);
+
+    /* Against the independent validator (J1-J4, S1). */
+    expect = jv_validate(exact, size, &truncated, &is_object);
+    if (code != MLPE_E_NOMEM) {
+        if (expect == MLPE_OK) {
+            FUZZ_CHECK(code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE ||
+                       code == MLPE_E_ENDPOINT_ERROR);
+            if (!is_object)
+                FUZZ_CHECK(code == MLPE_E_CHUNK_SHAPE);
+        } else if (truncated) {
+            /* "\xE2\x82" at the very end: an unterminated string or a cut
+             * UTF-8 sequence; either reading is fair. */
+            FUZZ_CHECK(code == MLPE_E_JSON_UTF8 || code == MLPE_E_JSON_SYNTAX);
+        } else {
+            FUZZ_CHECK(code == expect);
+        }
+    }
+    if (code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE || code == MLPE_E_ENDPOINT_ERROR)
+        FUZZ_CHECK(fuzz_utf8_valid(exact, size));
+
+    /* Same decoder again: no state leaks from one chunk to the next. */
+    oai_run(&d, exact, size, &other);
+    fuzz_logs_equal(&first, &other, "oai first vs reused decoder");
+
+    /* Followed by bytes it must not look at. */
+    padded = (uint8_t *)malloc(size + strlen(tail));
+    FUZZ_CHECK(padded != NULL);
+    if (size)
+        memcpy(padded, data, size);
+    memcpy(padded + size, tail, strlen(tail));
+    other.len = 0;
+    oai_run(&d, padded, size, &other);
+    fuzz_logs_equal(&first, &other, "oai exact vs padded buffer");
+    free(padded);
+
+    /* Whitespace around the top-level value (J2).  Before it, any payload
+     * keeps its result; after it, only valid JSON (a cut UTF-8 sequence at
+     * the end may turn into another error). */
+    other.len = 0;
+    oai_wrapped(space, data, size, "", &other);
+    fuzz_logs_equal(&first, &other, "oai plain vs leading whitespace");
+    if (code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE || code == MLPE_E_ENDPOINT_ERROR) {
+        other.len = 0;
+        oai_wrapped("", data, size, space, &other);
+        fuzz_logs_equal(&first, &other, "oai plain vs trailing whitespace");
+    }
+
+    free(exact);
+    mlpe_oai_free(&d);
+    mlpe_buf_free(&first);
+    mlpe_buf_free(&other);
+    return 0;
+}

@@ -1,0 +1,330 @@
+/*
+ * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R8).
+ */
+#include "mlpe_response.h"
+
+int mlpe_response_init(mlpe_response *r, const mlpe_response_limits *limits) {
+    int rc;
+    memset(r, 0, sizeof(*r));
+    r->t_head = r->t_first = r->t_done = -1;
+    r->first_chunk_error_t_ns = -1;
+    r->max_body = (limits && limits->max_body) ? limits->max_body : MLPE_RESPONSE_DEFAULT_MAX_BODY;
+    r->record_chunk_times = limits ? limits->record_chunk_times : 0;
+    rc = mlpe_h1_init(&r->h1, limits ? &limits->h1 : NULL);
+    if (rc == MLPE_OK)
+        rc = mlpe_sse_init(&r->sse, limits ? limits->max_event : 0);
+    if (rc == MLPE_OK)
+        rc = mlpe_oai_init(&r->oai);
+    return rc;
+}
+
+void mlpe_response_free(mlpe_response *r) {
+    size_t i;
+    mlpe_h1_free(&r->h1);
+    mlpe_sse_free(&r->sse);
+    mlpe_oai_free(&r->oai);
+    mlpe_buf_free(&r->first_chunk_error_detail);
+    mlpe_buf_free(&r->first_chunk_error_data);
+    mlpe_buf_free(&r->content);
+    mlpe_buf_free(&r->reasoning);
+    mlpe_buf_free(&r->finish_reason);
+    mlpe_buf_free(&r->usage);
+    mlpe_buf_free(&r->body);
+    for (i = 0; i < r->n_tools; i++) {
+        mlpe_buf_free(&r->tools[i].id);
+        mlpe_buf_free(&r->tools[i].type);
+        mlpe_buf_free(&r->tools[i].name);
+        mlpe_buf_free(&r->tools[i].arguments);
+    }
+    free(r->tools);
+    free(r->chunk_times);
+    r->tools = NULL;
+    r->chunk_times = NULL;
+    r->n_tools = r->n_chunk_times = 0;
+}
+
+static unsigned fail(mlpe_response *r, int code, uint64_t pos) {
+    r->error = code;
+    r->error_pos = pos;
+    r->keep_alive = 0;
+    return MLPE_RESPONSE_ERROR;
+}
+
+/* ---- head ------------------------------------------------------------- */
+
+static int header_is(const mlpe_h1_parser *p, const char *name, size_t name_len,
+                     const char *prefix, size_t prefix_len, int *present) {
+    long i = mlpe_h1_find_header(p, name, name_len);
+    const uint8_t *v;
+    size_t n, k;
+    *present = i >= 0;
+    if (i < 0)
+        return 0;
+    v = p->fields.ptr + p->headers[i].value_off;
+    n = p->headers[i].value_len;
+    if (n < prefix_len)
+        return 0;
+    for (k = 0; k < prefix_len; k++)
+        if (mlpe_lower(v[k]) != (uint8_t)prefix[k])
+            return 0;
+    /* the media type ends here or continues with parameters (RFC 9110 8.3.1) */
+    return n == prefix_len || v[prefix_len] == ';' || v[prefix_len] == ' ' || v[prefix_len] == '\t';
+}
+
+static unsigned on_head(mlpe_response *r, int64_t t_ns) {
+    int present;
+    r->status = r->h1.status;
+    r->t_head = t_ns;
+    if (header_is(&r->h1, "content-encoding", 16, "identity", 8, &present) == 0 && present)
+        return fail(r, MLPE_E_CONTENT_ENCODING, 0);
+    if (r->status < 200 || r->status > 299)
+        r->body_kind = MLPE_BODY_ERROR;
+    else if (header_is(&r->h1, "content-type", 12, "text/event-stream", 17, &present))
+        r->body_kind = MLPE_BODY_SSE;
+    else
+        r->body_kind = MLPE_BODY_JSON;
+    return MLPE_RESPONSE_HEAD;
+}
+
+/* ---- fragments -------------------------------------------------------- */
+
+static mlpe_tool_call *tool_for_index(mlpe_response *r, int32_t index) {
+    size_t i;
+    mlpe_tool_call *t;
+    /* Linear: a response has a handful of tool calls at most. */
+    for (i = r->n_tools; i > 0; i--)
+        if (r->tools[i - 1].index == index)
+            return &r->tools[i - 1];
+    if (r->n_tools == r->cap_tools) {
+        size_t cap = r->cap_tools ? r->cap_tools * 2 : 4;
+        mlpe_tool_call *grown = (mlpe_tool_call *)realloc(r->tools, cap * sizeof(*grown));
+        if (grown == NULL)
+            return NULL;
+        r->tools = grown;
+        r->cap_tools = cap;
+    }
+    t = &r->tools[r->n_tools++];
+    memset(t, 0, sizeof(*t));
+    t->index = index;
+    return t;
+}
+
+static int set_buf(mlpe_buf *b, mlpe_span s) {
+    b->len = 0;
+    return mlpe_buf_append(b, s.ptr, s.len);
+}
+
+static int push_chunk_time(mlpe_response *r, int64_t t_ns) {
+    if (r->n_chunk_times == r->cap_chunk_times) {
+        size_t cap = r->cap_chunk_times ? r->cap_chunk_times * 2 : 256;
+        int64_t *grown = (int64_t *)realloc(r->chunk_times, cap * sizeof(int64_t));
+        if (grown == NULL)
+            return MLPE_E_NOMEM;
+        r->chunk_times = grown;
+        r->cap_chunk_times = cap;
+    }
+    r->chunk_times[r->n_chunk_times++] = t_ns;
+    return MLPE_OK;
+}
+
+/* Applies one decoded chunk (R3, R6).  Returns MLPE_RESPONSE_FIRST when it
+ * is the first content-bearing one, 0 otherwise, or sets a NOMEM error. */
+static unsigned apply_chunk(mlpe_response *r, const mlpe_oai_chunk *c, int64_t t_ns) {
+    int bearing = (c->has_content && c->content.len) || (c->has_reasoning && c->reasoning.len);
+    int rc = MLPE_OK;
+    size_t i;
+
+    if (c->has_content)
+        rc |= mlpe_buf_append(&r->content, c->content.ptr, c->content.len);
+    if (c->has_reasoning)
+        rc |= mlpe_buf_append(&r->reasoning, c->reasoning.ptr, c->reasoning.len);
+    for (i = 0; i < c->n_tools; i++) {
+        const mlpe_oai_tool *f = &c->tools[i];
+        mlpe_tool_call *t = tool_for_index(r, f->index);
+        if (t == NULL)
+            return fail(r, MLPE_E_NOMEM, 0);
+        if (f->has_id)
+            rc |= set_buf(&t->id, f->id);
+        if (f->has_type)
+            rc |= set_buf(&t->type, f->type);
+        if (f->has_name) {
+            rc |= mlpe_buf_append(&t->name, f->name.ptr, f->name.len);
+            bearing |= f->name.len != 0;
+        }
+        if (f->has_arguments) {
+            rc |= mlpe_buf_append(&t->arguments, f->arguments.ptr, f->arguments.len);
+            bearing |= f->arguments.len != 0;
+        }
+    }
+    if (c->has_finish_reason) {
+        r->has_finish_reason = 1;
+        rc |= set_buf(&r->finish_reason, c->finish_reason);
+    }
+    if (c->has_usage) {
+        r->has_usage = 1;
+        rc |= set_buf(&r->usage, c->usage);
+    }
+    if (MLPE_UNLIKELY(rc != MLPE_OK))
+        return fail(r, MLPE_E_NOMEM, 0);
+    if (!bearing)
+        return 0;
+    r->content_events++;
+    if (r->record_chunk_times && push_chunk_time(r, t_ns) != MLPE_OK)
+        return fail(r, MLPE_E_NOMEM, 0);
+    if (r->t_first >= 0)
+        return 0;
+    r->t_first = t_ns;
+    r->content_first_len = r->content.len;
+    r->reasoning_first_len = r->reasoning.len;
+    for (i = 0; i < r->n_tools; i++) {
+        r->tools[i].name_first_len = r->tools[i].name.len;
+        r->tools[i].arguments_first_len = r->tools[i].arguments.len;
+    }
+    return MLPE_RESPONSE_FIRST;
+}
+
+static unsigned decode_chunk(mlpe_response *r, const uint8_t *json, size_t len, int64_t t_ns) {
+    mlpe_oai_chunk chunk;
+    int rc = mlpe_oai_decode(&r->oai, json, len, &chunk);
+    if (MLPE_LIKELY(rc == MLPE_OK))
+        return apply_chunk(r, &chunk, t_ns);
+    if (rc == MLPE_E_NOMEM)
+        return fail(r, MLPE_E_NOMEM, 0);
+    /* R5: count it, keep the first, go on with the stream. */
+    if (r->chunk_errors++ == 0) {
+        mlpe_span detail = {NULL, 0};
+        r->first_chunk_error = rc;
+        r->first_chunk_error_t_ns = t_ns;
+        if (rc == MLPE_E_CHUNK_SHAPE && chunk.shape_path != NULL) {
+            detail.ptr = (const uint8_t *)chunk.shape_path;
+            detail.len = strlen(chunk.shape_path);
+        } else if (rc == MLPE_E_ENDPOINT_ERROR) {
+            detail = chunk.error_message;
+        }
+        if (set_buf(&r->first_chunk_error_detail, detail) != MLPE_OK ||
+            mlpe_buf_append(&r->first_chunk_error_data, json, len) != MLPE_OK)
+            return fail(r, MLPE_E_NOMEM, 0);
+    }
+    return 0;
+}
+
+/* ---- body ------------------------------------------------------------- */
+
+static unsigned on_sse_bytes(mlpe_response *r, const uint8_t *p, size_t n, int64_t t_ns) {
+    unsigned flags = 0;
+    while (n > 0) {
+        mlpe_sse_event ev;
+        size_t used;
+        int res = mlpe_sse_feed(&r->sse, p, n, &used, &ev);
+        p += used;
+        n -= used;
+        if (res == MLPE_SSE_NEED_MORE)
+            break;
+        if (res == MLPE_SSE_ERROR)
+            return flags | fail(r, r->sse.error, r->sse.error_pos);
+        r->events++;
+        if (r->done_seen) { /* R4 */
+            r->events_after_done++;
+            continue;
+        }
+        if (mlpe_sse_is_done(&ev)) {
+            r->done_seen = 1;
+            r->t_done = t_ns;
+            continue;
+        }
+        flags |= decode_chunk(r, ev.data.ptr, ev.data.len, t_ns);
+        if (flags & MLPE_RESPONSE_ERROR)
+            return flags;
+    }
+    return flags;
+}
+
+static unsigned on_body(mlpe_response *r, mlpe_span span, int64_t t_ns) {
+    uint64_t at = r->body_offset;
+    r->body_offset += span.len;
+    switch (r->body_kind) {
+    case MLPE_BODY_SSE:
+        return on_sse_bytes(r, span.ptr, span.len, t_ns);
+    case MLPE_BODY_JSON:
+        if (span.len > r->max_body - r->body.len)
+            return fail(r, MLPE_E_BODY_TOO_LARGE, at + (r->max_body - r->body.len));
+        if (mlpe_buf_append(&r->body, span.ptr, span.len) != MLPE_OK)
+            return fail(r, MLPE_E_NOMEM, 0);
+        return 0;
+    default: { /* R1: an error body is kept for its message, truncated */
+        size_t room = MLPE_RESPONSE_ERROR_BODY_MAX - r->body.len;
+        if (mlpe_buf_append(&r->body, span.ptr, span.len < room ? span.len : room) != MLPE_OK)
+            return fail(r, MLPE_E_NOMEM, 0);
+        return 0;
+    }
+    }
+}
+
+static unsigned on_message_done(mlpe_response *r, int64_t t_ns) {
+    unsigned flags = MLPE_RESPONSE_DONE;
+    r->complete = 1;
+    r->keep_alive = r->h1.keep_alive;
+    if (r->body_kind == MLPE_BODY_JSON)
+        flags |= decode_chunk(r, r->body.ptr, r->body.len, t_ns);
+    if (r->t_done < 0) /* R4: no [DONE], the end of the message ends it */
+        r->t_done = t_ns;
+    return flags;
+}
+
+unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns) {
+    unsigned flags = 0;
+    size_t off = 0;
+    if (MLPE_UNLIKELY(r->error))
+        return MLPE_RESPONSE_ERROR;
+    /* Until the framing wants more: it may report the end of a message only
+     * once the last byte has been used (a Content-Length body ending with
+     * the input, a 204 head). */
+    for (;;) {
+        mlpe_span body;
+        size_t used;
+        int res;
+        if (r->complete) { /* R7 */
+            if (off < len) {
+                r->unexpected_bytes += len - off;
+                r->keep_alive = 0;
+            }
+            break;
+        }
+        res = mlpe_h1_feed(&r->h1, data + off, len - off, &used, &body);
+        off += used;
+        if (res == MLPE_H1_NEED_MORE)
+            break;
+        switch (res) {
+        case MLPE_H1_BODY:
+            flags |= on_body(r, body, t_ns);
+            break;
+        case MLPE_H1_HEAD:
+            flags |= on_head(r, t_ns);
+            break;
+        case MLPE_H1_DONE:
+            flags |= on_message_done(r, t_ns);
+            break;
+        default: /* MLPE_H1_ERROR */
+            return flags | fail(r, r->h1.error, r->h1.error_pos);
+        }
+        if (flags & MLPE_RESPONSE_ERROR)
+            return flags;
+    }
+    return flags;
+}
+
+unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns) {
+    int res;
+    if (r->error)
+        return MLPE_RESPONSE_ERROR;
+    if (r->complete)
+        return 0;
+    res = mlpe_h1_feed_eof(&r->h1);
+    if (res == MLPE_H1_DONE)
+        return on_message_done(r, t_ns);
+    if (res == MLPE_H1_ERROR)
+        return fail(r, r->h1.error, r->h1.error_pos);
+    /* Nothing of a response arrived at all: for the request we sent, that
+     * is an incomplete response too. */
+    return fail(r, MLPE_E_INCOMPLETE, r->h1.offset);
+}

@@ -1,0 +1,140 @@
+/*
+ * mlpe_response.h -- one streaming (or non-streaming) OpenAI response, from
+ * wire bytes to its summary, sans-IO.
+ *
+ * Theory of operation
+ * -------------------
+ * The composite runs the three layers in one pass over each input piece:
+ *
+ *     wire bytes --mlpe_h1--> body bytes --mlpe_sse--> events --mlpe_oai--> fragments
+ *
+ * and accumulates what a load generator records for the response, so that a
+ * caller crosses into C once per network read and reads the summary once per
+ * response.  No per-event allocation happens once the buffers have grown.
+ *
+ * Rules:
+ *  R1. The body is an event stream when the head's Content-Type is
+ *      text/event-stream (case-insensitive, parameters allowed); otherwise a
+ *      2xx body is one JSON completion, decoded at the end of the message as
+ *      a single chunk (non-streaming requests).  A non-2xx body is kept (up to
+ *      MLPE_RESPONSE_ERROR_BODY_MAX bytes, the rest dropped) for the error
+ *      message; its status is the failure (MLPE_E_HTTP_STATUS in summaries).
+ *  R2. A Content-Encoding other than identity is MLPE_E_CONTENT_ENCODING:
+ *      mlpe-fast never sends Accept-Encoding, so it cannot decode one.
+ *  R3. A content-bearing event is one whose chunk has non-empty content or
+ *      reasoning, or a tool call with a non-empty name or arguments fragment
+ *      (the spec's first token: "first non-empty text fragment in any
+ *      response category").  t_first is the stamp of the first one; the
+ *      *_first_len fields record how much text existed right after it, so
+ *      that "text after the first content-bearing event" (the TPOT token
+ *      count, spec section 1.2) is the suffix beyond those lengths.
+ *  R4. "data: [DONE]" ends the stream: t_done is its stamp and later events
+ *      are counted in events_after_done and otherwise ignored.  Without it,
+ *      t_done is the stamp of the read that completed the HTTP message.
+ *  R5. A chunk that fails to decode (codes 401-405) is counted; the first
+ *      one's code, detail and raw data are kept; its neighbours still decode.
+ *  R6. finish_reason and usage: the last non-null value wins.  Tool calls are
+ *      rebuilt per index in order of first appearance: id and type take the
+ *      last non-null value, name and arguments fragments are appended.
+ *  R7. Bytes that arrive after the message is complete are not parsed (there
+ *      is no request outstanding to answer): they are counted in
+ *      unexpected_bytes and keep_alive becomes 0.
+ *  R8. Errors of the layers are terminal.  error_pos counts wire bytes for
+ *      HTTP framing errors, and de-framed body bytes for the errors of the
+ *      body (MLPE_E_EVENT_TOO_LARGE, MLPE_E_BODY_TOO_LARGE, and
+ *      MLPE_E_CONTENT_ENCODING, which is found before body byte 0).
+ */
+#ifndef MLPE_RESPONSE_H
+#define MLPE_RESPONSE_H
+
+#include "mlpe_common.h"
+#include "mlpe_h1.h"
+#include "mlpe_oai.h"
+#include "mlpe_sse.h"
+
+/* 16 MiB for a non-streaming body: a whole answer of 100k tokens with usage
+ * is under 1 MiB; top-20 logprobs for 32k tokens is about 10 MiB. */
+#define MLPE_RESPONSE_DEFAULT_MAX_BODY (16u << 20)
+/* An error body is for a human: the first 64 KiB say what went wrong. */
+#define MLPE_RESPONSE_ERROR_BODY_MAX (64u << 10)
+
+/* Flags returned by mlpe_response_feed: what this call completed. */
+#define MLPE_RESPONSE_HEAD 1u  /* the final response head */
+#define MLPE_RESPONSE_FIRST 2u /* the first content-bearing event */
+#define MLPE_RESPONSE_DONE 4u  /* the whole HTTP message */
+#define MLPE_RESPONSE_ERROR 8u /* a terminal error (see error, error_pos) */
+
+typedef enum mlpe_body_kind {
+    MLPE_BODY_NONE = 0,  /* no head yet */
+    MLPE_BODY_SSE = 1,
+    MLPE_BODY_JSON = 2,
+    MLPE_BODY_ERROR = 3
+} mlpe_body_kind;
+
+typedef struct mlpe_tool_call {
+    int32_t index;
+    mlpe_buf id, type, name, arguments;
+    size_t name_first_len, arguments_first_len; /* see R3 */
+} mlpe_tool_call;
+
+typedef struct mlpe_response_limits {
+    mlpe_h1_limits h1;   /* zeros: the h1 defaults */
+    size_t max_event;    /* 0: MLPE_SSE_DEFAULT_MAX_EVENT */
+    size_t max_body;     /* 0: MLPE_RESPONSE_DEFAULT_MAX_BODY */
+    int record_chunk_times; /* keep one stamp per content-bearing event */
+} mlpe_response_limits;
+
+typedef struct mlpe_response {
+    /* --- public, read-only --- */
+    int status;                    /* 0 until the head */
+    int body_kind;                 /* mlpe_body_kind */
+    int keep_alive;                /* final once complete */
+    int complete;                  /* the HTTP message is complete */
+    int done_seen;                 /* "[DONE]" was received */
+    int64_t t_head, t_first, t_done; /* -1 until reached */
+    uint64_t events;               /* SSE events dispatched, [DONE] included */
+    uint64_t content_events;       /* content-bearing events (R3) */
+    uint64_t events_after_done;
+    uint64_t chunk_errors;         /* R5 */
+    int first_chunk_error;         /* its code, 0 when none */
+    int64_t first_chunk_error_t_ns;
+    mlpe_buf first_chunk_error_detail;
+    mlpe_buf first_chunk_error_data;
+    uint64_t unexpected_bytes;     /* R7 */
+    mlpe_buf content, reasoning;
+    size_t content_first_len, reasoning_first_len; /* R3 */
+    int has_finish_reason, has_usage;
+    mlpe_buf finish_reason;
+    mlpe_buf usage;                /* raw JSON text of the last usage object */
+    mlpe_buf body;                 /* the JSON or error body (R1) */
+    mlpe_tool_call *tools;
+    size_t n_tools;
+    int64_t *chunk_times;          /* when record_chunk_times */
+    size_t n_chunk_times;
+    int error;                     /* terminal mlpe_err, 0 when none */
+    uint64_t error_pos;            /* R8 */
+
+    /* --- layers, readable (the binding builds ResponseHead from h1) --- */
+    mlpe_h1_parser h1;
+    mlpe_sse_decoder sse;
+    mlpe_oai_decoder oai;
+
+    /* --- private --- */
+    size_t max_body;
+    int record_chunk_times;
+    size_t cap_tools, cap_chunk_times;
+    uint64_t body_offset;          /* de-framed body bytes so far */
+} mlpe_response;
+
+int mlpe_response_init(mlpe_response *r, const mlpe_response_limits *limits);
+void mlpe_response_free(mlpe_response *r);
+
+/* Feeds one piece read at t_ns; returns MLPE_RESPONSE_* flags. */
+unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns);
+
+/* The peer closed the connection at t_ns; returns flags (DONE when this
+ * completes a close-delimited body, ERROR with MLPE_E_INCOMPLETE when the
+ * message was cut short). */
+unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns);
+
+#endif /* MLPE_RESPONSE_H */

@@ -1,0 +1,1 @@
+"""The simulated OpenAI-compatible endpoint and the encoders it sends with."""

@@ -1,0 +1,211 @@
+# cython: language_level=3, freethreading_compatible=False
+"""Binding of the whole-response decoder (``csrc/mlpe_response.h``).
+
+One call into C per network read; Python objects are made only for the
+milestones a read completes (at most three per response) and for the
+summary, once per response.  Behaviour is specified by the twin,
+``_response_py.py``; both are tested against each other.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memset
+
+from ._cresponse cimport *
+
+from ..errors import ErrorCode, LocalProtocolError, ProtocolError, error_from_code
+from ._oai_py import decode_usage
+from ._summary import http_error_message, tool_calls_after_first
+from .events import (
+    ChunkError,
+    FirstToken,
+    ResponseComplete,
+    ResponseHead,
+    ResponseSummary,
+    ToolCall,
+)
+
+__all__ = ("ResponseDecoder",)
+
+cdef object _ResponseHead = ResponseHead
+cdef object _FirstToken = FirstToken
+cdef object _ResponseComplete = ResponseComplete
+cdef object _ResponseSummary = ResponseSummary
+cdef object _ToolCall = ToolCall
+cdef object _ChunkError = ChunkError
+cdef int _HTTP_STATUS = ErrorCode.HTTP_STATUS
+
+
+cdef inline bytes _bytes(const uint8_t *ptr, size_t n):
+    return PyBytes_FromStringAndSize(<const char *>ptr, n) if n else b""
+
+
+cdef inline str _text(const uint8_t *ptr, size_t n):
+    # The chunk decoder validated every byte as UTF-8 (rule J1).
+    return PyUnicode_DecodeUTF8(<const char *>ptr, n, "strict") if n else ""
+
+
+cdef inline str _buf_text(mlpe_buf *b, size_t start=0):
+    return _text(b.ptr + start, b.len - start)
+
+
+cdef tuple _fields(mlpe_h1_parser *p, mlpe_h1_field *fields, size_t n):
+    cdef size_t i
+    cdef const uint8_t *base = p.fields.ptr
+    return tuple([
+        (_bytes(base + fields[i].name_off, fields[i].name_len),
+         _bytes(base + fields[i].value_off, fields[i].value_len))
+        for i in range(n)
+    ])
+
+
+cdef class ResponseDecoder:
+    """Decodes one HTTP/1.1 response carrying an OpenAI completion.
+
+    See :class:`mlpe_fast.wire._response_py.ResponseDecoder` for the
+    arguments and the behaviour; this class is its compiled equal.
+    """
+
+    def __cinit__(
+        self,
+        *,
+        size_t max_line=8192,
+        size_t max_head=65536,
+        size_t max_headers=128,
+        size_t max_chunk_size_digits=16,
+        size_t max_event=MLPE_SSE_DEFAULT_MAX_EVENT,
+        size_t max_body=MLPE_RESPONSE_DEFAULT_MAX_BODY,
+        bint record_chunk_times=False,
+    ):
+        cdef mlpe_response_limits limits
+        memset(&limits, 0, sizeof(limits))
+        limits.h1.max_line = max_line
+        limits.h1.max_head = max_head
+        limits.h1.max_headers = max_headers
+        limits.h1.max_chunk_size_digits = max_chunk_size_digits
+        limits.max_event = max_event
+        limits.max_body = max_body
+        limits.record_chunk_times = record_chunk_times
+        if mlpe_response_init(&self._r, &limits) != MLPE_OK:
+            mlpe_response_free(&self._r)
+            raise MemoryError("mlpe-fast: out of memory in the native core")
+        self._ready = True
+
+    def __dealloc__(self):
+        if self._ready:
+            mlpe_response_free(&self._r)
+
+    def feed(self, data, int64_t t_ns):
+        """Feeds one piece that arrived at ``t_ns``; returns the milestones it
+        completed."""
+        cdef Py_buffer view
+        cdef unsigned flags
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed() after feed_eof()")
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            flags = mlpe_response_feed(&self._r, <const uint8_t *>view.buf, <size_t>view.len, t_ns)
+        finally:
+            PyBuffer_Release(&view)
+        return self._milestones(flags, t_ns)
+
+    def feed_eof(self, int64_t t_ns):
+        """The peer closed the connection at ``t_ns``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed_eof() called twice")
+        self._closed = True
+        return self._milestones(mlpe_response_feed_eof(&self._r, t_ns), t_ns)
+
+    cdef list _milestones(self, unsigned flags, int64_t t_ns):
+        cdef list out = []
+        if flags & MLPE_RESPONSE_ERROR:
+            self._error = error_from_code(self._r.error, self._r.error_pos)
+            raise self._error
+        if flags & MLPE_RESPONSE_HEAD:
+            out.append(self._head(t_ns))
+        if flags & MLPE_RESPONSE_FIRST:
+            out.append(_FirstToken(t_ns))
+        if flags & MLPE_RESPONSE_DONE:
+            out.append(_ResponseComplete(
+                _fields(&self._r.h1, self._r.h1.trailers, self._r.h1.n_trailers),
+                bool(self._r.keep_alive),
+                t_ns,
+            ))
+        return out
+
+    cdef object _head(self, int64_t t_ns):
+        cdef mlpe_h1_parser *p = &self._r.h1
+        return _ResponseHead(
+            p.status,
+            _bytes(p.reason.ptr, p.reason.len),
+            _fields(p, p.headers, p.n_headers),
+            b"1.%d" % p.version_minor_raw,
+            bool(p.keep_alive),
+            t_ns,
+        )
+
+    def summary(self):
+        """What the response told so far (see ``ResponseSummary``)."""
+        cdef mlpe_response *r = &self._r
+        cdef mlpe_tool_call *t
+        cdef size_t i
+        cdef bint first = r.t_first >= 0
+        calls = []
+        for i in range(r.n_tools):
+            t = &r.tools[i]
+            name = _buf_text(&t.name)
+            arguments = _buf_text(&t.arguments)
+            calls.append((
+                _ToolCall(t.index, _buf_text(&t.id), _buf_text(&t.type), name, arguments),
+                len(_text(t.name.ptr, t.name_first_len)),
+                len(_text(t.arguments.ptr, t.arguments_first_len)),
+            ))
+        if r.error:
+            error_code = r.error
+            error_message = str(error_from_code(r.error, r.error_pos))
+        elif r.complete and r.body_kind == MLPE_BODY_ERROR:
+            error_code = _HTTP_STATUS
+            error_message = http_error_message(r.status, _bytes(r.body.ptr, r.body.len))
+        else:
+            error_code, error_message = 0, ""
+        first_chunk_error = None
+        if r.chunk_errors:
+            first_chunk_error = _ChunkError(
+                r.first_chunk_error,
+                _buf_text(&r.first_chunk_error_detail),
+                _bytes(r.first_chunk_error_data.ptr, r.first_chunk_error_data.len),
+                r.first_chunk_error_t_ns,
+            )
+        return _ResponseSummary(
+            status=r.status,
+            t_head=r.t_head if r.t_head >= 0 else None,
+            t_first=r.t_first if first else None,
+            t_done=r.t_done if r.t_done >= 0 else None,
+            content=_buf_text(&r.content),
+            reasoning=_buf_text(&r.reasoning),
+            tool_calls=tuple([call for call, _, _ in calls]),
+            content_after_first=_buf_text(&r.content, r.content_first_len) if first else "",
+            reasoning_after_first=_buf_text(&r.reasoning, r.reasoning_first_len) if first else "",
+            tool_calls_after_first=tool_calls_after_first(calls) if first else (),
+            finish_reason=_buf_text(&r.finish_reason) if r.has_finish_reason else None,
+            usage=decode_usage(_bytes(r.usage.ptr, r.usage.len)) if r.has_usage else None,
+            events=r.events,
+            content_events=r.content_events,
+            events_after_done=r.events_after_done,
+            done=bool(r.done_seen),
+            complete=bool(r.complete),
+            keep_alive=bool(r.keep_alive),
+            chunk_errors=r.chunk_errors,
+            first_chunk_error=first_chunk_error,
+            unexpected_bytes=r.unexpected_bytes,
+            error_code=error_code,
+            error_message=error_message,
+            chunk_times=tuple([r.chunk_times[i] for i in range(r.n_chunk_times)])
+            if r.record_chunk_times else None,
+        )

@@ -1,0 +1,368 @@
+"""Pure-Python twin of the whole-response decoder (``csrc/mlpe_response.h``).
+
+It composes the Python twins of the three layers exactly as the C composes
+the C layers, and keeps the same state, so that both produce equal events,
+summaries and errors for any input and any split of it.  Rules R1-R8 are
+those of ``csrc/mlpe_response.h``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from ..errors import ErrorCode, LocalProtocolError, ProtocolError, error_from_code
+from ._h1_py import H1Decoder
+from ._oai_py import ChunkDecoder
+from ._sse_py import SSEDecoder
+from ._summary import http_error_message, tool_calls_after_first
+from .events import (
+    BodyData,
+    ChunkError,
+    Delta,
+    FirstToken,
+    ResponseComplete,
+    ResponseHead,
+    ResponseSummary,
+    ToolCall,
+)
+
+__all__ = ("ResponseDecoder",)
+
+DEFAULT_MAX_BODY = 16 << 20  # MLPE_RESPONSE_DEFAULT_MAX_BODY
+ERROR_BODY_MAX = 64 << 10  # MLPE_RESPONSE_ERROR_BODY_MAX
+
+_NONE, _SSE, _JSON, _ERROR = range(4)  # mlpe_body_kind
+
+ResponseEvent = ResponseHead | FirstToken | ResponseComplete
+
+
+def _media_type_is(value: bytes, expected: bytes) -> bool:
+    """R1/R2: the value names `expected`, maybe followed by parameters."""
+    n = len(expected)
+    return value[:n].lower() == expected and (len(value) == n or value[n : n + 1] in b"; \t")
+
+
+class _ToolCall:
+    __slots__ = ("arguments", "arguments_first_len", "id", "index", "name", "name_first_len", "type")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.id = ""
+        self.type = ""
+        self.name = ""
+        self.arguments = ""
+        self.name_first_len = 0
+        self.arguments_first_len = 0
+
+
+class ResponseDecoder:
+    """Decodes one HTTP/1.1 response carrying an OpenAI completion.
+
+    Args:
+        max_line, max_head, max_headers, max_chunk_size_digits: HTTP/1.1
+            limits (``csrc/mlpe_h1.h``).
+        max_event: the SSE event size limit (``csrc/mlpe_sse.h``).
+        max_body: the limit of a non-streaming body.
+        record_chunk_times: keep the stamp of every content-bearing event in
+            ``ResponseSummary.chunk_times``.
+
+    ``feed(data, t_ns)`` returns what that piece completed (a
+    :class:`ResponseHead`, a :class:`FirstToken`, a :class:`ResponseComplete`,
+    in that order) and raises a :class:`mlpe_fast.errors.ProtocolError` on a
+    terminal error, after which every call raises it again; ``summary()`` can
+    be read at any time.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_line: int = 8192,
+        max_head: int = 65536,
+        max_headers: int = 128,
+        max_chunk_size_digits: int = 16,
+        max_event: int = 1 << 20,
+        max_body: int = DEFAULT_MAX_BODY,
+        record_chunk_times: bool = False,
+    ) -> None:
+        self._h1 = H1Decoder(
+            max_line=max_line,
+            max_head=max_head,
+            max_headers=max_headers,
+            max_chunk_size_digits=max_chunk_size_digits,
+        )
+        self._sse = SSEDecoder(max_event=max_event)
+        self._oai = ChunkDecoder()
+        self._max_body = max_body
+        self._chunk_times: list[int] | None = [] if record_chunk_times else None
+        self._status = 0
+        self._kind = _NONE
+        self._keep_alive = False
+        self._complete = False
+        self._closed = False
+        self._done_seen = False
+        self._t_head: int | None = None
+        self._t_first: int | None = None
+        self._t_done: int | None = None
+        self._events = 0
+        self._content_events = 0
+        self._events_after_done = 0
+        self._chunk_errors = 0
+        self._first_chunk_error: ChunkError | None = None
+        self._unexpected_bytes = 0
+        self._content: list[str] = []
+        self._content_len = 0
+        self._reasoning: list[str] = []
+        self._reasoning_len = 0
+        self._content_first_len = 0
+        self._reasoning_first_len = 0
+        self._finish_reason: str | None = None
+        self._usage: dict[str, Any] | None = None
+        self._tools: list[_ToolCall] = []
+        self._body = bytearray()
+        self._body_offset = 0
+        self._error: Exception | None = None
+        self._trailers: tuple[tuple[bytes, bytes], ...] | None = None
+
+    # -- input --------------------------------------------------------------
+
+    def feed(self, data: bytes | bytearray | memoryview, t_ns: int) -> list[ResponseEvent]:
+        """Feeds one piece that arrived at ``t_ns``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed() after feed_eof()")
+        out: list[ResponseEvent] = []
+        data = bytes(data)
+        if self._complete:  # R7
+            self._unexpected(len(data))
+            return out
+        h1_events: list[ResponseHead | BodyData | ResponseComplete] = []
+        failure: ProtocolError | None = None
+        try:
+            used = self._h1.feed_into(data, t_ns, h1_events, stop_after_message=True)
+        except ProtocolError as exc:
+            failure, used = exc, len(data)
+        # The C composite acts on each framing result as it comes, so an
+        # error in a later layer wins over a framing error further on.
+        for event in h1_events:
+            self._on_h1_event(event, t_ns, out)
+        if failure is not None:
+            self._fail(failure)
+        if used < len(data):  # R7
+            self._unexpected(len(data) - used)
+        self._report_complete(out, t_ns)
+        return out
+
+    def feed_eof(self, t_ns: int) -> list[ResponseEvent]:
+        """The peer closed the connection at ``t_ns``."""
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed_eof() called twice")
+        self._closed = True
+        out: list[ResponseEvent] = []
+        if self._complete:
+            return out
+        try:
+            events = self._h1.feed_eof(t_ns)
+        except ProtocolError as exc:
+            self._fail(exc)
+        if not events:
+            # Nothing of a response arrived at all: for a request we sent,
+            # that is an incomplete response too.
+            self._fail(error_from_code(ErrorCode.INCOMPLETE, self._h1.offset))
+        for event in events:
+            self._on_h1_event(event, t_ns, out)
+        self._report_complete(out, t_ns)
+        return out
+
+    # -- layers -------------------------------------------------------------
+
+    def _on_h1_event(
+        self,
+        event: ResponseHead | BodyData | ResponseComplete,
+        t_ns: int,
+        out: list[ResponseEvent],
+    ) -> None:
+        if isinstance(event, BodyData):
+            self._on_body(event.data, t_ns, out)
+        elif isinstance(event, ResponseHead):
+            self._on_head(event, t_ns)
+            out.append(event)
+        else:
+            self._complete = True
+            self._keep_alive = event.keep_alive
+            if self._kind == _JSON:
+                self._decode_chunk(bytes(self._body), t_ns, out)
+            if self._t_done is None:  # R4
+                self._t_done = t_ns
+            self._trailers = event.trailers
+
+    def _report_complete(self, out: list[ResponseEvent], t_ns: int) -> None:
+        """The completion goes last, once this piece has settled keep_alive (R7)."""
+        if self._trailers is not None:
+            out.append(ResponseComplete(self._trailers, self._keep_alive, t_ns))
+            self._trailers = None
+
+    def _on_head(self, head: ResponseHead, t_ns: int) -> None:
+        self._status = head.status
+        self._t_head = t_ns
+        fields = dict(head.headers)  # the last field of a name wins, as in C
+        encoding = fields.get(b"content-encoding")
+        if encoding is not None and not _media_type_is(encoding, b"identity"):
+            self._fail(error_from_code(ErrorCode.CONTENT_ENCODING, 0))
+        if not 200 <= head.status <= 299:
+            self._kind = _ERROR
+        elif _media_type_is(fields.get(b"content-type", b""), b"text/event-stream"):
+            self._kind = _SSE
+        else:
+            self._kind = _JSON
+
+    def _on_body(self, data: bytes, t_ns: int, out: list[ResponseEvent]) -> None:
+        at = self._body_offset
+        self._body_offset += len(data)
+        if self._kind == _SSE:
+            events: list[bytes] = []
+            failure: ProtocolError | None = None
+            try:
+                self._sse.feed_raw(data, events)
+            except ProtocolError as exc:
+                failure = exc
+            for event in events:
+                self._on_sse_event(event, t_ns, out)
+            if failure is not None:
+                self._fail(failure)
+        elif self._kind == _JSON:
+            room = self._max_body - len(self._body)
+            if len(data) > room:
+                self._fail(error_from_code(ErrorCode.BODY_TOO_LARGE, at + room))
+            self._body += data
+        else:  # R1: kept for its message, truncated
+            self._body += data[: ERROR_BODY_MAX - len(self._body)]
+
+    def _on_sse_event(self, data: bytes, t_ns: int, out: list[ResponseEvent]) -> None:
+        self._events += 1
+        if self._done_seen:  # R4
+            self._events_after_done += 1
+            return
+        if data == b"[DONE]":
+            self._done_seen = True
+            self._t_done = t_ns
+            return
+        self._decode_chunk(data, t_ns, out)
+
+    def _decode_chunk(self, data: bytes, t_ns: int, out: list[ResponseEvent]) -> None:
+        chunk = self._oai.decode(data, t_ns)
+        if isinstance(chunk, ChunkError):  # R5
+            self._chunk_errors += 1
+            if self._first_chunk_error is None:
+                self._first_chunk_error = chunk
+            return
+        if self._apply(chunk, t_ns):
+            out.append(FirstToken(t_ns))
+
+    def _apply(self, chunk: Delta, t_ns: int) -> bool:
+        """R3/R6; returns True for the first content-bearing chunk."""
+        if chunk.content is not None:
+            self._content.append(chunk.content)
+            self._content_len += len(chunk.content)
+        if chunk.reasoning is not None:
+            self._reasoning.append(chunk.reasoning)
+            self._reasoning_len += len(chunk.reasoning)
+        for fragment in chunk.tool_calls:
+            tool = self._tool_for_index(fragment.index)
+            if fragment.id is not None:
+                tool.id = fragment.id
+            if fragment.type is not None:
+                tool.type = fragment.type
+            if fragment.name is not None:
+                tool.name += fragment.name
+            if fragment.arguments is not None:
+                tool.arguments += fragment.arguments
+        if chunk.finish_reason is not None:
+            self._finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        if not chunk.content_bearing:
+            return False
+        self._content_events += 1
+        if self._chunk_times is not None:
+            self._chunk_times.append(t_ns)
+        if self._t_first is not None:
+            return False
+        self._t_first = t_ns
+        self._content_first_len = self._content_len
+        self._reasoning_first_len = self._reasoning_len
+        for tool in self._tools:
+            tool.name_first_len = len(tool.name)
+            tool.arguments_first_len = len(tool.arguments)
+        return True
+
+    def _tool_for_index(self, index: int) -> _ToolCall:
+        for tool in reversed(self._tools):
+            if tool.index == index:
+                return tool
+        tool = _ToolCall(index)
+        self._tools.append(tool)
+        return tool
+
+    # -- failure ------------------------------------------------------------
+
+    def _fail(self, error: Exception) -> NoReturn:
+        self._error = error
+        self._keep_alive = False
+        raise error
+
+    def _unexpected(self, n: int) -> None:
+        self._unexpected_bytes += n
+        self._keep_alive = False
+
+    # -- output -------------------------------------------------------------
+
+    def summary(self) -> ResponseSummary:
+        """What the response told so far (see :class:`ResponseSummary`)."""
+        content = "".join(self._content)
+        reasoning = "".join(self._reasoning)
+        calls = [
+            (
+                ToolCall(index=t.index, id=t.id, type=t.type, name=t.name, arguments=t.arguments),
+                t.name_first_len,
+                t.arguments_first_len,
+            )
+            for t in self._tools
+        ]
+        if isinstance(self._error, ProtocolError):
+            error_code, error_message = int(self._error.code), str(self._error)
+        elif self._complete and self._kind == _ERROR:
+            error_code = int(ErrorCode.HTTP_STATUS)
+            error_message = http_error_message(self._status, bytes(self._body))
+        else:
+            error_code, error_message = 0, ""
+        first = self._t_first is not None
+        return ResponseSummary(
+            status=self._status,
+            t_head=self._t_head,
+            t_first=self._t_first,
+            t_done=self._t_done,
+            content=content,
+            reasoning=reasoning,
+            tool_calls=tuple(call for call, _, _ in calls),
+            content_after_first=content[self._content_first_len :] if first else "",
+            reasoning_after_first=reasoning[self._reasoning_first_len :] if first else "",
+            tool_calls_after_first=tool_calls_after_first(calls) if first else (),
+            finish_reason=self._finish_reason,
+            usage=self._usage,
+            events=self._events,
+            content_events=self._content_events,
+            events_after_done=self._events_after_done,
+            done=self._done_seen,
+            complete=self._complete,
+            keep_alive=self._keep_alive,
+            chunk_errors=self._chunk_errors,
+            first_chunk_error=self._first_chunk_error,
+            unexpected_bytes=self._unexpected_bytes,
+            error_code=error_code,
+            error_message=error_message,
+            chunk_times=tuple(self._chunk_times) if self._chunk_times is not None else None,
+        )
+

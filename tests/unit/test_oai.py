@@ -1,0 +1,994 @@
+"""The OpenAI chunk decoder: one SSE event's data (or a completion body) to fragments.
+
+Rules J1-J6 and S1-S10 are those of csrc/mlpe_oai.h.  Every test runs on both
+implementations through the ``oai`` fixture; a cross-check runs the C and the
+Python decoder side by side on every payload of this file, and a Hypothesis
+test does so on random (valid and corrupted) documents.
+"""
+
+from __future__ import annotations
+
+import json
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mlpe_fast.errors import ErrorCode
+from mlpe_fast.wire.events import ChunkError, Delta, ToolCallDelta
+from tests.conftest import IMPLS, wire_module
+
+SYNTAX = ErrorCode.JSON_SYNTAX
+UTF8 = ErrorCode.JSON_UTF8
+DEPTH = ErrorCode.JSON_DEPTH
+SHAPE = ErrorCode.CHUNK_SHAPE
+ENDPOINT = ErrorCode.ENDPOINT_ERROR
+
+T = 1_700_000_000_123_456_789
+
+
+def delta(
+    content: str | None = None,
+    reasoning: str | None = None,
+    tool_calls: tuple[ToolCallDelta, ...] = (),
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+) -> Delta:
+    return Delta(content, reasoning, tool_calls, finish_reason, usage, T)
+
+
+def tool(
+    index: int,
+    id: str | None = None,
+    type: str | None = None,
+    name: str | None = None,
+    arguments: str | None = None,
+) -> ToolCallDelta:
+    return ToolCallDelta(index, id, type, name, arguments)
+
+
+def decode(oai: ModuleType, payload: bytes | str) -> Delta | ChunkError:
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return oai.ChunkDecoder().decode(payload, T)  # type: ignore[no-any-return]
+
+
+def in_delta(members: str, **choice: str) -> str:
+    """A streaming chunk whose first choice has ``members`` in its delta."""
+    extra = "".join(f',"{k}":{v}' for k, v in choice.items())
+    return f'{{"choices":[{{"index":0,"delta":{{{members}}}{extra}}}]}}'
+
+
+# ---- real chunks ------------------------------------------------------------
+
+VLLM_ROLE = (
+    b'{"id":"chatcmpl-9f3c","object":"chat.completion.chunk","created":1718000000,'
+    b'"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":'
+    b'{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
+)
+OPENAI_ROLE = (
+    b'{"id":"chatcmpl-AbC","object":"chat.completion.chunk","created":1727000000,'
+    b'"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_5f20662549","choices":'
+    b'[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},'
+    b'"logprobs":null,"finish_reason":null}],"usage":null}'
+)
+TYPICAL = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,'
+    b'"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,'
+    b'"finish_reason":null}]}'
+)
+SGLANG_REASONING = (
+    b'{"id":"5a1c","object":"chat.completion.chunk","created":1740000000,"model":'
+    b'"deepseek-ai/DeepSeek-R1","choices":[{"index":0,"delta":{"role":null,'
+    b'"content":null,"reasoning_content":"Okay","tool_calls":null},"logprobs":null,'
+    b'"finish_reason":null,"matched_stop":null}],"usage":null}'
+)
+VLLM_REASONING = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"reasoning":" so"},"logprobs":null,'
+    b'"finish_reason":null}]}'
+)
+VLLM_BOTH_REASONING = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"reasoning_content":" so","reasoning":" so"},'
+    b'"logprobs":null,"finish_reason":null}]}'
+)
+TOOL_FIRST = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":'
+    b'[{"index":0,"id":"call_abc","type":"function","function":{"name":"get_weather",'
+    b'"arguments":""}}]},"logprobs":null,"finish_reason":null}]}'
+)
+TOOL_ARGS = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":'
+    b'{"arguments":"{\\"lo"}}]},"logprobs":null,"finish_reason":null}]}'
+)
+TOOL_NO_INDEX = (
+    b'{"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_1","type":"function",'
+    b'"function":{"name":"a","arguments":"{}"}},{"id":"call_2","type":"function",'
+    b'"function":{"name":"b","arguments":"{}"}}]}}]}'
+)
+TOOL_TWO = (
+    b'{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":'
+    b'{"arguments":"1}"}},{"index":0,"function":{"arguments":"0}"}}]}}]}'
+)
+FINISH = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop",'
+    b'"stop_reason":null}]}'
+)
+FINISH_TOOL = b'{"choices":[{"index":0,"delta":{"content":null},"finish_reason":"tool_calls"}]}'
+USAGE_ONLY = (
+    b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m",'
+    b'"choices":[],"usage":{"prompt_tokens":12,"total_tokens":112,'
+    b'"completion_tokens":100,"prompt_tokens_details":null}}'
+)
+SGLANG_FINAL = (
+    b'{"id":"1","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+    b'[{"index":0,"delta":{"content":"."},"finish_reason":"length"}],"usage":'
+    b'{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12,'
+    b'"completion_tokens_details":{"reasoning_tokens":3}}}'
+)
+COMPLETIONS = (
+    b'{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":'
+    b'[{"index":0,"text":" world","logprobs":null,"finish_reason":null,'
+    b'"stop_reason":null}]}'
+)
+MESSAGE_BODY = (
+    b'{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",'
+    b'"choices":[{"index":0,"message":{"role":"assistant","content":"Hello!",'
+    b'"reasoning_content":"Think.","tool_calls":[]},"logprobs":null,'
+    b'"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"total_tokens":5,'
+    b'"completion_tokens":2}}'
+)
+MESSAGE_TOOLS = (
+    b'{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",'
+    b'"choices":[{"index":0,"message":{"role":"assistant","content":null,'
+    b'"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f",'
+    b'"arguments":"{\\"x\\": 1}"}}]},"finish_reason":"tool_calls"}]}'
+)
+N2_OTHER = b'{"choices":[{"index":1,"delta":{"content":"b"},"finish_reason":null}]}'
+N2_BOTH = (
+    b'{"choices":[{"index":1,"delta":{"content":"b"}},'
+    b'{"index":0,"delta":{"content":"a"},"finish_reason":"stop"}]}'
+)
+
+REAL: list[tuple[bytes, Delta]] = [
+    (VLLM_ROLE, delta(content="")),
+    (OPENAI_ROLE, delta(content="")),
+    (TYPICAL, delta(content="a")),
+    (SGLANG_REASONING, delta(reasoning="Okay")),
+    (VLLM_REASONING, delta(reasoning=" so")),
+    (VLLM_BOTH_REASONING, delta(reasoning=" so")),
+    (TOOL_FIRST, delta(tool_calls=(tool(0, "call_abc", "function", "get_weather", ""),))),
+    (TOOL_ARGS, delta(tool_calls=(tool(0, arguments='{"lo'),))),
+    (
+        TOOL_NO_INDEX,
+        delta(
+            tool_calls=(
+                tool(0, "call_1", "function", "a", "{}"),
+                tool(1, "call_2", "function", "b", "{}"),
+            )
+        ),
+    ),
+    (TOOL_TWO, delta(tool_calls=(tool(1, arguments="1}"), tool(0, arguments="0}")))),
+    (FINISH, delta(finish_reason="stop")),
+    (FINISH_TOOL, delta(finish_reason="tool_calls")),
+    (
+        USAGE_ONLY,
+        delta(
+            usage={
+                "prompt_tokens": 12,
+                "total_tokens": 112,
+                "completion_tokens": 100,
+                "prompt_tokens_details": None,
+            }
+        ),
+    ),
+    (
+        SGLANG_FINAL,
+        delta(
+            content=".",
+            finish_reason="length",
+            usage={
+                "prompt_tokens": 5,
+                "completion_tokens": 7,
+                "total_tokens": 12,
+                "completion_tokens_details": {"reasoning_tokens": 3},
+            },
+        ),
+    ),
+    (COMPLETIONS, delta(content=" world")),
+    (
+        MESSAGE_BODY,
+        delta(
+            content="Hello!",
+            reasoning="Think.",
+            finish_reason="stop",
+            usage={"prompt_tokens": 3, "total_tokens": 5, "completion_tokens": 2},
+        ),
+    ),
+    (
+        MESSAGE_TOOLS,
+        delta(
+            tool_calls=(tool(0, "call_1", "function", "f", '{"x": 1}'),), finish_reason="tool_calls"
+        ),
+    ),
+    (N2_OTHER, delta()),
+    (N2_BOTH, delta(content="a", finish_reason="stop")),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), REAL)
+def test_real_chunks(oai: ModuleType, payload: bytes, expected: Delta) -> None:
+    assert decode(oai, payload) == expected
+
+
+@pytest.mark.parametrize(("payload", "expected"), REAL)
+def test_real_chunks_pretty_printed(oai: ModuleType, payload: bytes, expected: Delta) -> None:
+    # Any insignificant whitespace (RFC 8259 section 2), inside and around.
+    pretty = json.dumps(json.loads(payload), indent="\t", separators=(" ,\r\n", " : "))
+    assert decode(oai, f" \r\n\t{pretty}\n\n") == expected
+
+
+CHOICE_FORMS: list[tuple[str, Delta]] = [
+    ("{}", delta()),
+    ('{"choices":null,"usage":null,"error":null}', delta()),
+    ('{"choices":[{}]}', delta()),
+    (
+        '{"choices":[{"index":null,"delta":null,"message":null,"text":null,"finish_reason":null}]}',
+        delta(),
+    ),
+    (
+        in_delta('"content":null,"reasoning_content":null,"reasoning":null,"tool_calls":null'),
+        delta(),
+    ),
+    (
+        in_delta('"tool_calls":[{"index":null,"id":null,"type":null,"function":null}]'),
+        delta(tool_calls=(tool(0),)),
+    ),
+    (
+        in_delta('"tool_calls":[{"function":{"name":null,"arguments":null}}]'),
+        delta(tool_calls=(tool(0),)),
+    ),
+    (in_delta('"tool_calls":[{}]'), delta(tool_calls=(tool(0),))),
+    (in_delta('"tool_calls":[]'), delta()),
+    (in_delta('"reasoning_content":null,"reasoning":"r"'), delta(reasoning="r")),
+    (in_delta('"reasoning_content":"a","reasoning":"b"'), delta(reasoning="a")),
+    (in_delta('"reasoning":"b","reasoning_content":"a"'), delta(reasoning="a")),
+    (
+        in_delta('"tool_calls":[{"index":2147483647},{"index":-0}]'),
+        delta(tool_calls=(tool(2147483647), tool(0))),
+    ),
+    # delta wins over message when it is an object; message when delta is null
+    ('{"choices":[{"message":{"content":"m"},"delta":{"content":"d"}}]}', delta(content="d")),
+    ('{"choices":[{"message":{"content":"m"},"delta":null}]}', delta(content="m")),
+    ('{"choices":[{"message":{"content":"m"},"delta":{}}]}', delta()),
+    # text is the content unless the delta/message has a non-null content
+    ('{"choices":[{"text":"t"}]}', delta(content="t")),
+    ('{"choices":[{"text":"t","delta":{}}]}', delta(content="t")),
+    ('{"choices":[{"text":"t","delta":{"content":null}}]}', delta(content="t")),
+    ('{"choices":[{"text":"t","delta":{"content":"c"}}]}', delta(content="c")),
+    ('{"choices":[{"text":"t","message":{"content":""}}]}', delta(content="")),
+    # the first choice whose index is 0, null or absent
+    (
+        '{"choices":[{"index":2,"text":"x"},{"text":"y"},{"index":0,"text":"z"}]}',
+        delta(content="y"),
+    ),
+    ('{"choices":[{"index":-1,"text":"x"},{"index":99999999999999999999,"text":"y"}]}', delta()),
+    ('{"choices":[{"index":-0,"text":"x"}]}', delta(content="x")),
+    # tool calls of choices that are not selected are checked, not reported
+    (
+        '{"choices":[{"index":1,"delta":{"tool_calls":[{"id":"x"},{"id":"z"}]}},'
+        '{"index":0,"delta":{"tool_calls":[{"index":4},{"id":"y"}]}},'
+        '{"delta":{"tool_calls":[{"id":"w"}]}}]}',
+        delta(tool_calls=(tool(4), tool(1, "y"))),
+    ),
+    # members that are not the schema's are validated and ignored (S10)
+    (
+        '{"x":{"choices":[1],"usage":1},"choices":[{"delta":{"content":"a",'
+        '"x":[true,false,null,-1.5e+3,{"content":1}]},"logprobs":{"content":[{"token":"a",'
+        '"logprob":-0.1,"bytes":[97],"top_logprobs":[]}]}}],"y":[]}',
+        delta(content="a"),
+    ),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), CHOICE_FORMS)
+def test_choice_forms(oai: ModuleType, payload: str, expected: Delta) -> None:
+    assert decode(oai, payload) == expected
+
+
+def test_any_buffer_and_stamp(oai: ModuleType) -> None:
+    decoder = oai.ChunkDecoder()
+    for data in (TYPICAL, bytearray(TYPICAL), memoryview(TYPICAL), memoryview(b"xx" + TYPICAL)[2:]):
+        assert decoder.decode(data, 5) == Delta("a", None, (), None, None, 5)
+    for data in (b"{", bytearray(b"{"), memoryview(b"{")):
+        result = decoder.decode(data, 6)
+        assert result == ChunkError(SYNTAX, "", b"{", 6)
+        assert type(result.data) is bytes
+
+
+def test_decoder_is_reusable(oai: ModuleType) -> None:
+    decoder = oai.ChunkDecoder()
+    big = in_delta('"content":"' + "\\u00e9" * 5000 + '"').encode()
+    first = decoder.decode(big, 1)
+    assert decoder.decode(TOOL_FIRST, 2) == Delta(
+        None, None, (tool(0, "call_abc", "function", "get_weather", ""),), None, None, 2
+    )
+    assert decoder.decode(b"[", 3) == ChunkError(SYNTAX, "", b"[", 3)
+    assert decoder.decode(TYPICAL, 4) == Delta("a", None, (), None, None, 4)
+    assert first == Delta("\u00e9" * 5000, None, (), None, None, 1)
+
+
+def test_many_tool_calls(oai: ModuleType) -> None:
+    calls = ",".join(f'{{"index":{i},"function":{{"arguments":"{i}"}}}}' for i in range(1000))
+    result = decode(oai, in_delta(f'"tool_calls":[{calls}]'))
+    assert result == delta(tool_calls=tuple(tool(i, arguments=str(i)) for i in range(1000)))
+
+
+# ---- strings (J5) -------------------------------------------------------------
+
+ESCAPES: list[tuple[str, str]] = [
+    (r"\"", '"'),
+    (r"\\", "\\"),
+    (r"\/", "/"),
+    (r"a\/b", "a/b"),
+    (r"\b\f\n\r\t", "\b\f\n\r\t"),
+    (r"\u0000", "\x00"),
+    (r"x\u0000y", "x\x00y"),
+    (r"\u001f\u007f", "\x1f\x7f"),
+    (r"\u00e9\u00E9\u00c9", "ééÉ"),
+    (r"\u20ac", "€"),
+    (r"\uFFFF\uffff", "\uffff\uffff"),
+    (r"\ud83d\ude00", "😀"),
+    (r"\uD83D\uDE00", "😀"),
+    (r"\udbff\udfff", "\U0010ffff"),
+    (r"\ud800", "\ufffd"),
+    (r"\ud800x", "\ufffdx"),
+    (r"\udc00", "\ufffd"),
+    (r"\udfff\ud800", "\ufffd\ufffd"),
+    (r"\ude00\ud83d", "\ufffd\ufffd"),
+    (r"\ud800\ud83d\ude00", "\ufffd😀"),
+    (r"\ud83d\u0041", "\ufffdA"),
+    (r"\ud83d\n", "\ufffd\n"),
+    (r"\ud83d\\ude00", "\ufffd\\ude00"),
+    (r"\ud83d ude00", "\ufffd ude00"),
+    ('{\\"location\\": \\"Paris\\"}', '{"location": "Paris"}'),
+    ("h\u00e9llo \u4f60\u597d \U0001f600 \u00ff", "héllo 你好 😀 ÿ"),
+    ("\x7f", "\x7f"),
+    ("", ""),
+]
+
+
+@pytest.mark.parametrize(("escaped", "text"), ESCAPES)
+def test_escapes(oai: ModuleType, escaped: str, text: str) -> None:
+    assert decode(oai, in_delta(f'"content":"{escaped}"')) == delta(content=text)
+    # The same decoding applies to every string the decoder reports.
+    function = f'{{"name":"{escaped}","arguments":"{escaped}"}}'
+    calls = f'"tool_calls":[{{"id":"{escaped}","type":"{escaped}","function":{function}}}]'
+    assert decode(oai, in_delta(calls, finish_reason=f'"{escaped}"')) == delta(
+        tool_calls=(tool(0, text, text, text, text),), finish_reason=text
+    )
+    assert decode(oai, in_delta(f'"reasoning":"{escaped}"')) == delta(reasoning=text)
+    assert decode(oai, f'{{"error":{{"message":"{escaped}"}}}}') == ChunkError(
+        ENDPOINT, text, f'{{"error":{{"message":"{escaped}"}}}}'.encode(), T
+    )
+
+
+def test_escaped_member_names(oai: ModuleType) -> None:
+    payload = r'{"\u0063hoices":[{"d\u0065lta":{"con\u0074ent":"x","\u0072easoning":"r"}}]}'
+    assert decode(oai, payload) == delta(content="x", reasoning="r")
+    # A lone surrogate makes a name no schema member has.
+    assert decode(oai, in_delta(r'"content\ud800":1')) == delta()
+
+
+@pytest.mark.parametrize("length", range(40))
+def test_string_lengths_and_positions(oai: ModuleType, length: int) -> None:
+    # Special bytes at every offset of strings on both sides of the 8- and
+    # 16-byte scanning blocks, with a string ending near the end of the input.
+    base = "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGH"[:length]
+    cases = [base]
+    for at in range(length + 1):
+        for insert in ("\\n", "\\u00e9", "\u00e9", "\u4f60", "\U0001f600", "\\\\"):
+            cases.append(base[:at] + insert + base[at:])
+    for text in cases:
+        expected = json.loads(f'"{text}"')
+        assert decode(oai, in_delta(f'"content":"{text}"')) == delta(content=expected)
+        assert decode(oai, f'{{"error":"{text}"}}') == ChunkError(
+            ENDPOINT, expected, f'{{"error":"{text}"}}'.encode(), T
+        )
+
+
+def test_long_strings(oai: ModuleType) -> None:
+    text = ("x" * 997 + "\u00e9\u4f60\U0001f600") * 50
+    assert decode(oai, in_delta(json.dumps({"content": text})[1:-1])) == delta(content=text)
+    escaped = json.dumps({"content": text}, ensure_ascii=True)[1:-1]
+    assert decode(oai, in_delta(escaped)) == delta(content=text)
+
+
+# ---- JSON errors (J1-J4) --------------------------------------------------------
+
+SYNTAX_ERRORS: list[bytes] = [
+    b"",
+    b" \t\r\n",
+    b"{",
+    b'{"choices":[',
+    b'{"choices":[{"delta":{"content":"a"}}]',
+    b'{"a":"abc',
+    b'{"a":tru',
+    b'{"a":nul',
+    b'{"a":1',
+    b'{"a"',
+    b'{"a":',
+    b'{"a" 1}',
+    b'{"a":1 "b":2}',
+    b'{"a":1,}',
+    b'{,"a":1}',
+    b"[1,]",
+    b"[,1]",
+    b"[1 2]",
+    b"[1,,2]",
+    b'{"a":1}}',
+    b"{} {}",
+    b"{}x",
+    b"{}\x00",
+    b"\x00{}",
+    b'{"a":01}',
+    b"-01",
+    b"[00]",
+    b"[1.]",
+    b"[.5]",
+    b"[-]",
+    b"[-a]",
+    b"[1e]",
+    b"[1e+]",
+    b"[1E-]",
+    b"[+1]",
+    b"[0x10]",
+    b"[1.5e]",
+    b"[--1]",
+    b'{"a":NaN}',
+    b'{"a":Infinity}',
+    b'{"a":-Infinity}',
+    b'{"a":nan}',
+    b"NaN",
+    b'{"a":1 /* c */}',
+    b"// c\n{}",
+    b'{"a":1} # x',
+    b"{'a':1}",
+    b"{\"a\":'x'}",
+    b"{a:1}",
+    b'{"a":True}',
+    b'{"a":None}',
+    b'{"a":nulls}',
+    b'{"a":"x\ty"}',
+    b'{"a":"x\ny"}',
+    b'{"a":"\x00"}',
+    b'{"a":"\x1f"}',
+    b'"\\x41"',
+    b'"\\a"',
+    b'"\\U0041"',
+    b'"\\u12"',
+    b'"\\u12G4"',
+    b'"\\u"',
+    b'"\\',
+    b'"\\ud800\\u12"',
+    b'"\\ud800\\uzzzz"',
+    b'{"a\\x":1}',
+    b'{"a":1}\xc3\xa9',
+    b"\xef\xbb\xbf{}",
+    b"{\xc3\xa9:1}",
+    b"[\xff]",
+    b'{"a":1,\x80}',
+    b'{"a":[1,2}',
+    b'{"a":{"b":1]}',
+    b"[1}",
+    b"]",
+    b"}",
+    b":",
+    b'"a":1',
+]
+
+
+@pytest.mark.parametrize("payload", SYNTAX_ERRORS)
+def test_syntax_errors(oai: ModuleType, payload: bytes) -> None:
+    assert decode(oai, payload) == ChunkError(SYNTAX, "", payload, T)
+
+
+UTF8_ERRORS: list[bytes] = [
+    b"\xc0\x80",  # overlong 2-byte
+    b"\xc1\xbf",
+    b"\xe0\x80\x80",  # overlong 3-byte
+    b"\xe0\x9f\xbf",
+    b"\xf0\x80\x80\x80",  # overlong 4-byte
+    b"\xf0\x8f\xbf\xbf",
+    b"\xed\xa0\x80",  # surrogates
+    b"\xed\xbf\xbf",
+    b"\xf4\x90\x80\x80",  # above U+10FFFF
+    b"\xf5\x80\x80\x80",
+    b"\xf8\x88\x80\x80\x80",
+    b"\xfe",
+    b"\xff",
+    b"\xc3",  # truncated sequences
+    b"\xe2\x82",
+    b"\xf0\x9f\x98",
+    b"\xc3A",
+    b"\xe2\x82A",
+    b"\xf0\x9f\x98A",
+    b"\x80",  # stray continuation bytes
+    b"\xbf",
+    b"a\xc3\xa9\x80",
+    b"\xc3\xa9\xa9",
+]
+
+
+@pytest.mark.parametrize("bad", UTF8_ERRORS)
+def test_utf8_errors(oai: ModuleType, bad: bytes) -> None:
+    for payload in (
+        b'"' + bad + b'"',
+        in_delta('"content":"x').encode() + bad + b'"}}]}',
+        b'{"ignored":"' + b"y" * 20 + bad + b'","choices":[]}',
+        b'{"na' + bad + b'me":1}',
+        b'{"a":"' + bad,  # cut short: the UTF-8 problem comes first
+    ):
+        assert decode(oai, payload) == ChunkError(UTF8, "", payload, T)
+
+
+VALID_UTF8 = [
+    "\u0080",
+    "\u07ff",
+    "\u0800",
+    "\ud7ff",
+    "\ue000",
+    "\uffff",
+    "\U00010000",
+    "\U0010ffff",
+]
+
+
+@pytest.mark.parametrize("char", VALID_UTF8)
+def test_utf8_boundaries(oai: ModuleType, char: str) -> None:
+    assert decode(oai, in_delta(f'"content":"{char}"')) == delta(content=char)
+
+
+PRECEDENCE: list[tuple[bytes, ErrorCode]] = [
+    (b'{"a":"\xff", }', UTF8),
+    (b'{"a":"\xff\\x"}', UTF8),
+    (b'{"a":"\xe2\x82', UTF8),
+    (b'{"a":01,"b":"\xff"}', SYNTAX),
+    (b'{"a":"\\x","b":"\xff"}', SYNTAX),
+    (b'"\x01\xff"', SYNTAX),
+    (b'{"a":"abc', SYNTAX),
+    (b'{"a":1}\xff', SYNTAX),
+    (b'["\xff",' + b"[" * 70, UTF8),
+    (b"[" * 10 + b'x"\xff"', SYNTAX),
+    (b"[" * 65 + b'"\xff"', DEPTH),
+    (b"[" * 64 + b'"\xff"', UTF8),
+    (b"[" * 65, DEPTH),
+    (b"[" * 64, SYNTAX),
+    (b"[" * 65 + b"]" * 64, DEPTH),
+    (b'{"a":[1,]' + b"[" * 70, SYNTAX),
+]
+
+
+@pytest.mark.parametrize(("payload", "code"), PRECEDENCE)
+def test_first_problem_decides(oai: ModuleType, payload: bytes, code: ErrorCode) -> None:
+    assert decode(oai, payload) == ChunkError(code, "", payload, T)
+
+
+def nested(levels: int, inner: str = "1") -> str:
+    """``levels`` containers, arrays and objects alternating, around ``inner``."""
+    opens = ['{"k":' if i % 2 else "[" for i in range(levels)]
+    closes = ["}" if i % 2 else "]" for i in range(levels)]
+    return "".join(reversed(opens)) + inner + "".join(closes)
+
+
+@pytest.mark.parametrize("levels", [63, 64])
+def test_depth_limit_is_inclusive(oai: ModuleType, levels: int) -> None:
+    assert decode(oai, "[" * levels + "]" * levels) == ChunkError(
+        SHAPE, "$", ("[" * levels + "]" * levels).encode(), T
+    )
+    # 64 counted from the top-level object, through the schema's own levels.
+    body = nested(levels - 5, "{}")
+    payload = in_delta(f'"content":"a","extra":{body}')
+    assert decode(oai, payload) == delta(content="a")
+    top = '{"x":' + nested(levels - 1, "[]" if levels < 64 else "0") + "}"
+    assert isinstance(decode(oai, top), Delta)
+
+
+@pytest.mark.parametrize("levels", [65, 66, 1000, 100_000])
+def test_too_deep(oai: ModuleType, levels: int) -> None:
+    for payload in (
+        "[" * levels + "]" * levels,
+        "{" + '"a":{' * (levels - 1) + "}" * levels,
+        in_delta(f'"content":"a","extra":{nested(levels - 4, "{}")}'),
+        in_delta(f'"content":"a","extra":{nested(levels - 4, "[]")}'),
+        '{"usage":' + nested(levels - 1) + "}",
+        "[" * (levels - 1) + "{}" + "]" * (levels - 1),
+    ):
+        assert decode(oai, payload) == ChunkError(DEPTH, "", payload.encode(), T)
+
+
+def test_large_integers(oai: ModuleType) -> None:
+    # Longer than int() takes (sys.get_int_max_str_digits): still integers
+    # (S8), reported as +-2**63 in usage.
+    huge = "9" * 5000
+    payload = (
+        f'{{"created":{huge},"choices":[{{"index":{huge},"text":"x"}},{{"index":-{huge}}}],'
+        f'"usage":{{"n":{huge},"m":-{huge},"k":1}}}}'
+    )
+    assert decode(oai, payload) == delta(usage={"n": 2**63, "m": -(2**63), "k": 1})
+    payload = in_delta(f'"tool_calls":[{{"index":{huge}}}]')
+    assert decode(oai, payload) == ChunkError(
+        SHAPE, "choices[0].delta.tool_calls[0].index", payload.encode(), T
+    )
+
+
+def test_usage_values(oai: ModuleType) -> None:
+    payload = (
+        r'{"usage":{"a":1,"a":2,"b":[1.5,-0,1e400,true,null,"\ud800x\u00e9"],'
+        r'"c":{"d":{}},"\udc00":0,"big":123456789012345678901234567890}}'
+    )
+    assert decode(oai, payload) == delta(
+        usage={
+            "a": 2,
+            "b": [1.5, 0, float("inf"), True, None, "\ufffdxé"],
+            "c": {"d": {}},
+            "\ufffd": 0,
+            "big": 123456789012345678901234567890,
+        }
+    )
+
+
+# ---- shape (S1-S10) ----------------------------------------------------------------
+
+SHAPE_ERRORS: list[tuple[str, str]] = [
+    ("[]", "$"),
+    ('"x"', "$"),
+    ("1", "$"),
+    ("null", "$"),
+    ("true", "$"),
+    ('{"choices":{}}', "choices"),
+    ('{"choices":"x"}', "choices"),
+    ('{"choices":1}', "choices"),
+    ('{"choices":true}', "choices"),
+    ('{"choices":[1]}', "choices[0]"),
+    ('{"choices":[null]}', "choices[0]"),
+    ('{"choices":[[]]}', "choices[0]"),
+    ('{"choices":[{"index":0},"x"]}', "choices[1]"),
+    ('{"choices":[{"index":"0"}]}', "choices[0].index"),
+    ('{"choices":[{"index":0.0}]}', "choices[0].index"),
+    ('{"choices":[{"index":1e0}]}', "choices[0].index"),
+    ('{"choices":[{"index":true}]}', "choices[0].index"),
+    ('{"choices":[{"index":[]}]}', "choices[0].index"),
+    ('{"choices":[{"delta":[]}]}', "choices[0].delta"),
+    ('{"choices":[{"delta":"x"}]}', "choices[0].delta"),
+    ('{"choices":[{"message":1}]}', "choices[0].message"),
+    ('{"choices":[{"text":1}]}', "choices[0].text"),
+    ('{"choices":[{"text":{}}]}', "choices[0].text"),
+    ('{"choices":[{"finish_reason":0}]}', "choices[0].finish_reason"),
+    ('{"choices":[{"finish_reason":false}]}', "choices[0].finish_reason"),
+    (in_delta('"content":1'), "choices[0].delta.content"),
+    (in_delta('"content":["a"]'), "choices[0].delta.content"),
+    (in_delta('"content":{}'), "choices[0].delta.content"),
+    (in_delta('"content":true'), "choices[0].delta.content"),
+    (in_delta('"reasoning_content":1'), "choices[0].delta.reasoning_content"),
+    (in_delta('"reasoning":[]'), "choices[0].delta.reasoning"),
+    (in_delta('"tool_calls":{}'), "choices[0].delta.tool_calls"),
+    (in_delta('"tool_calls":"x"'), "choices[0].delta.tool_calls"),
+    (in_delta('"tool_calls":[1]'), "choices[0].delta.tool_calls[0]"),
+    (in_delta('"tool_calls":[{"index":0},null]'), "choices[0].delta.tool_calls[1]"),
+    (in_delta('"tool_calls":[{"index":0},{"index":-1}]'), "choices[0].delta.tool_calls[1].index"),
+    (in_delta('"tool_calls":[{"index":2147483648}]'), "choices[0].delta.tool_calls[0].index"),
+    (in_delta('"tool_calls":[{"index":1.0}]'), "choices[0].delta.tool_calls[0].index"),
+    (in_delta('"tool_calls":[{"index":"1"}]'), "choices[0].delta.tool_calls[0].index"),
+    (in_delta('"tool_calls":[{"index":true}]'), "choices[0].delta.tool_calls[0].index"),
+    (in_delta('"tool_calls":[{"id":1}]'), "choices[0].delta.tool_calls[0].id"),
+    (in_delta('"tool_calls":[{"type":{}}]'), "choices[0].delta.tool_calls[0].type"),
+    (in_delta('"tool_calls":[{"function":"f"}]'), "choices[0].delta.tool_calls[0].function"),
+    (in_delta('"tool_calls":[{"function":[]}]'), "choices[0].delta.tool_calls[0].function"),
+    (
+        in_delta('"tool_calls":[{"function":{"name":1}}]'),
+        "choices[0].delta.tool_calls[0].function.name",
+    ),
+    (
+        in_delta('"tool_calls":[{"function":{"arguments":{"x":1}}}]'),
+        "choices[0].delta.tool_calls[0].function.arguments",
+    ),
+    ('{"choices":[{"message":{"content":1}}]}', "choices[0].message.content"),
+    (
+        '{"choices":[{"message":{"tool_calls":[{},{},{"function":{"name":2}}]}}]}',
+        "choices[0].message.tool_calls[2].function.name",
+    ),
+    ('{"usage":[]}', "usage"),
+    ('{"usage":1}', "usage"),
+    ('{"usage":"x"}', "usage"),
+    # every choice is checked, the selected one or not
+    (
+        '{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":5}}]}',
+        "choices[1].delta.content",
+    ),
+    (
+        '{"choices":[' + "{}," * 12 + '{"delta":{"tool_calls":[{},{"id":0}]}}]}',
+        "choices[12].delta.tool_calls[1].id",
+    ),
+    # the fixed order (S9) decides between two wrong members, not text order
+    ('{"usage":1,"choices":1}', "choices"),
+    ('{"usage":1,"choices":[1]}', "choices[0]"),
+    ('{"choices":[{"index":0},{"index":"x"}],"usage":1}', "choices[1].index"),
+    ('{"choices":[{"finish_reason":1,"index":"x"}]}', "choices[0].index"),
+    ('{"choices":[{"finish_reason":1,"text":1}]}', "choices[0].text"),
+    ('{"choices":[{"text":1,"message":1,"delta":1}]}', "choices[0].delta"),
+    (in_delta('"tool_calls":1,"content":1'), "choices[0].delta.content"),
+    (in_delta('"reasoning":1,"reasoning_content":1'), "choices[0].delta.reasoning_content"),
+    ('{"choices":[{"message":{"content":1},"delta":{"content":1}}]}', "choices[0].delta.content"),
+    ('{"choices":[{"text":1,"delta":{"content":1}}]}', "choices[0].delta.content"),
+    ('{"choices":[{"message":1,"delta":{"reasoning":1}}]}', "choices[0].delta.reasoning"),
+    ('{"choices":[{"message":{"reasoning":1},"delta":{}}]}', "choices[0].message.reasoning"),
+    ('{"choices":[{"text":1,"message":{"tool_calls":[2]}}]}', "choices[0].message.tool_calls[0]"),
+    (
+        in_delta('"tool_calls":[{"function":{"name":1}},{"index":-1}]'),
+        "choices[0].delta.tool_calls[0].function.name",
+    ),
+    (
+        in_delta('"tool_calls":[{"function":1,"type":1,"id":1,"index":"x"}]'),
+        "choices[0].delta.tool_calls[0].index",
+    ),
+    (
+        in_delta('"tool_calls":[{"function":1,"type":1,"id":1}]'),
+        "choices[0].delta.tool_calls[0].id",
+    ),
+    (in_delta('"tool_calls":[{"function":1,"type":1}]'), "choices[0].delta.tool_calls[0].type"),
+    (
+        in_delta('"tool_calls":[{"function":{"arguments":1,"name":1}}]'),
+        "choices[0].delta.tool_calls[0].function.name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("payload", "path"), SHAPE_ERRORS)
+def test_shape_errors(oai: ModuleType, payload: str, path: str) -> None:
+    result = decode(oai, payload)
+    assert result == ChunkError(SHAPE, path, payload.encode(), T)
+    assert result.message == f"unexpected type for {path}"
+
+
+def test_shape_is_checked_only_for_json(oai: ModuleType) -> None:
+    assert decode(oai, '{"choices":1,') == ChunkError(SYNTAX, "", b'{"choices":1,', T)
+    assert decode(oai, b'{"choices":1,"x":"\xff"}') == ChunkError(
+        UTF8, "", b'{"choices":1,"x":"\xff"}', T
+    )
+
+
+# ---- duplicates (J6) --------------------------------------------------------------------
+
+DUPLICATES: list[tuple[str, Delta | str]] = [
+    (in_delta('"content":"a","content":"b"'), delta(content="b")),
+    (in_delta('"content":"a","content":null'), delta()),
+    (in_delta('"content":1,"content":"b"'), delta(content="b")),
+    (in_delta('"content":"a","content":1'), "choices[0].delta.content"),
+    ('{"choices":1,"choices":[]}', delta()),
+    ('{"choices":[],"choices":1}', "choices"),
+    (
+        '{"choices":[{"delta":{"content":1}}],"choices":[{"delta":{"content":"ok"}}]}',
+        delta(content="ok"),
+    ),
+    ('{"choices":[{"delta":{"content":"a"}}],"choices":null}', delta()),
+    ('{"choices":[{"delta":{"content":"a"},"delta":{"reasoning":"r"}}]}', delta(reasoning="r")),
+    (
+        '{"choices":[{"delta":{"content":1},"delta":null,"message":{"content":"m"}}]}',
+        delta(content="m"),
+    ),
+    (
+        in_delta('"tool_calls":[{"index":0},{"index":1}],"tool_calls":[{"index":5,"id":"x"}]'),
+        delta(tool_calls=(tool(5, "x"),)),
+    ),
+    (in_delta('"tool_calls":[{"index":-1}],"tool_calls":null'), delta()),
+    (
+        '{"choices":[{"delta":{"tool_calls":[{"id":"d"}]},"message":{"tool_calls":[{"id":"m"}]},'
+        '"delta":{"tool_calls":[{"id":"d2"}]},"message":{"tool_calls":[{"id":"m2"}]},"delta":null}]}',
+        delta(tool_calls=(tool(0, "m2"),)),
+    ),
+    (
+        '{"choices":[{"delta":{"tool_calls":[{"id":"d"}]},"message":{"tool_calls":[{"id":"m"}]},'
+        '"delta":{"tool_calls":[{"id":"d2"}]}}]}',
+        delta(tool_calls=(tool(0, "d2"),)),
+    ),
+    (
+        in_delta('"tool_calls":[{"function":{"name":"a"},"function":{"arguments":"x"}}]'),
+        delta(tool_calls=(tool(0, arguments="x"),)),
+    ),
+    (
+        in_delta('"tool_calls":[{"function":{"name":1},"function":null}]'),
+        delta(tool_calls=(tool(0),)),
+    ),
+    (in_delta('"tool_calls":[{"index":3,"index":null}]'), delta(tool_calls=(tool(0),))),
+    (
+        in_delta('"tool_calls":[{"id":"a","id":"b","type":"c","type":"d"}]'),
+        delta(tool_calls=(tool(0, "b", "d"),)),
+    ),
+    ('{"choices":[{"index":1,"index":0,"text":"x"}]}', delta(content="x")),
+    ('{"choices":[{"index":0,"index":1,"text":"x"}]}', delta()),
+    (
+        '{"choices":[{"text":"a","finish_reason":"x","finish_reason":"stop","text":"b"}]}',
+        delta(content="b", finish_reason="stop"),
+    ),
+    ('{"error":{"message":"x"},"error":null,"choices":[{"text":"t"}]}', delta(content="t")),
+    ('{"usage":{"a":1},"usage":{"b":2}}', delta(usage={"b": 2})),
+    ('{"usage":{"a":1},"usage":null}', delta()),
+    ('{"usage":1,"usage":{"a":1}}', delta(usage={"a": 1})),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), DUPLICATES)
+def test_duplicates_last_wins(oai: ModuleType, payload: str, expected: Delta | str) -> None:
+    if isinstance(expected, str):
+        assert decode(oai, payload) == ChunkError(SHAPE, expected, payload.encode(), T)
+    else:
+        assert decode(oai, payload) == expected
+
+
+# ---- endpoint errors (S2) ------------------------------------------------------------------
+
+ENDPOINT_ERRORS: list[tuple[str, str]] = [
+    (
+        '{"error":{"object":"error","message":"This model\'s maximum context length is 4096 '
+        'tokens.","type":"BadRequestError","param":null,"code":400}}',
+        "This model's maximum context length is 4096 tokens.",
+    ),
+    (
+        '{"error":{"message":"Rate limit","type":"requests","code":"rate_limit_exceeded"}}',
+        "Rate limit",
+    ),
+    ('{"error":"boom"}', "boom"),
+    ('{"error":""}', ""),
+    ('{"error":{"code":500}}', ""),
+    ('{"error":{}}', ""),
+    ('{"error":{"message":5}}', ""),
+    ('{"error":{"message":null}}', ""),
+    ('{"error":{"message":"a","message":"b"}}', "b"),
+    ('{"error":{"message":"a\\nb \\u00e9"}}', "a\nb é"),
+    ('{"error":123}', ""),
+    ('{"error":true}', ""),
+    ('{"error":false}', ""),
+    ('{"error":[]}', ""),
+    ('{"error":"x","choices":5,"usage":[]}', "x"),
+    ('{"choices":[{"delta":{"content":1}}],"error":{"message":"late"}}', "late"),
+    ('{"error":{"message":"obj"},"error":"str"}', "str"),
+]
+
+
+@pytest.mark.parametrize(("payload", "message"), ENDPOINT_ERRORS)
+def test_endpoint_errors(oai: ModuleType, payload: str, message: str) -> None:
+    result = decode(oai, payload)
+    assert result == ChunkError(ENDPOINT, message, payload.encode(), T)
+    assert result.message == (
+        f"endpoint sent an error: {message}" if message else "endpoint sent an error"
+    )
+
+
+# ---- both implementations agree ----------------------------------------------------------
+
+ALL_PAYLOADS: list[bytes] = [
+    *(p for p, _ in REAL),
+    *(p.encode() for p, _ in CHOICE_FORMS),
+    *SYNTAX_ERRORS,
+    *(b'"' + bad + b'"' for bad in UTF8_ERRORS),
+    *(p for p, _ in PRECEDENCE),
+    *(p.encode() for p, _ in SHAPE_ERRORS),
+    *(p.encode() for p, _ in DUPLICATES),
+    *(p.encode() for p, _ in ENDPOINT_ERRORS),
+    *(in_delta(f'"content":"{e}"').encode() for e, _ in ESCAPES),
+]
+
+
+def test_cross_check() -> None:
+    c_impl, py_impl = (wire_module("oai", impl).ChunkDecoder() for impl in IMPLS)
+    for payload in ALL_PAYLOADS:
+        variants = [payload, payload[:-1], payload[1:], payload + b" ", b"[" + payload + b"]"]
+        variants += [payload[:i] for i in range(0, len(payload), 7)]
+        for data in variants:
+            assert c_impl.decode(data, 3) == py_impl.decode(data, 3), data
+
+
+# ---- random documents (Hypothesis) ----------------------------------------------------------
+
+_KEYS = [
+    "choices", "usage", "error", "index", "delta", "message", "text", "finish_reason",
+    "content", "reasoning_content", "reasoning", "tool_calls", "id", "type", "function",
+    "name", "arguments", "x",
+]  # fmt: skip
+
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.sampled_from([0, 1, -1, 2**31 - 1, 2**31, -0.0, 1.5, 1e300]),
+    st.text(max_size=12),
+    st.sampled_from(["\ud800", "a\udc00", "\ud83d\ude00", "\x00", "\u00e9"]),
+)
+_json = st.recursive(
+    _scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(st.tuples(st.sampled_from(_KEYS), inner), max_size=5),
+    ),
+    max_leaves=20,
+)
+
+
+def _dump(value: Any, ascii_only: bool) -> str:
+    # Pairs lists stand for objects, so that duplicate keys occur.
+    if isinstance(value, list) and value and all(isinstance(v, tuple) for v in value):
+        members = ",".join(f"{json.dumps(k)}:{_dump(v, ascii_only)}" for k, v in value)
+        return "{" + members + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dump(v, ascii_only) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=ascii_only)
+
+
+@st.composite
+def _documents(draw: Any) -> bytes:
+    top = draw(st.lists(st.tuples(st.sampled_from(_KEYS), _json), max_size=5))
+    text = _dump(top, draw(st.booleans())) if top else "{}"
+    data = text.encode("utf-8", "surrogatepass")
+    wrap = draw(st.sampled_from([0, 0, 0, 62, 63, 64]))  # around the depth limit
+    data = b"[" * wrap + data + b"]" * wrap
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, len(data)))
+        edit = draw(st.sampled_from(["insert", "delete", "replace", "truncate"]))
+        byte = bytes(
+            [
+                draw(
+                    st.sampled_from(
+                        [
+                            0,
+                            0x22,
+                            0x5C,
+                            0x7B,
+                            0x7D,
+                            0x5B,
+                            0x5D,
+                            0x2C,
+                            0x3A,
+                            0x80,
+                            0xC3,
+                            0xED,
+                            0xF4,
+                            0xFF,
+                            0x31,
+                            0x20,
+                        ]
+                    )
+                )
+            ]
+        )
+        if edit == "insert":
+            data = data[:at] + byte + data[at:]
+        elif edit == "delete":
+            data = data[:at] + data[at + 1 :]
+        elif edit == "replace":
+            data = data[:at] + byte + data[at + 1 :]
+        else:
+            data = data[:at]
+    return data
+
+
+@pytest.mark.hypothesis
+@settings(max_examples=300, deadline=None)
+@given(_documents())
+def test_hypothesis_agreement(data: bytes) -> None:
+    c_impl, py_impl = (wire_module("oai", impl).ChunkDecoder() for impl in IMPLS)
+    assert c_impl.decode(data, 9) == py_impl.decode(data, 9)
+
+
+def test_depth_counts_values_a_duplicate_key_drops(oai: ModuleType) -> None:
+    # J3 is about the text: the deep first "choices" is dropped by J6, yet
+    # the payload still nests 65 deep.
+    data = b"[" * 62 + b'{"choices":[[]],"choices":null}' + b"]" * 62
+    error = oai.ChunkDecoder().decode(data, 1)
+    assert isinstance(error, ChunkError) and error.code == ErrorCode.JSON_DEPTH
