@@ -1,0 +1,289 @@
+"""The public client: send OpenAI requests, get one timed record per request.
+
+    async with mlpe_fast.Client("http://127.0.0.1:8000") as client:
+        record = await client.request({"model": "m", "messages": [...], "stream": True})
+        print(record.ttft_ns, record.response.content)
+
+``request`` awaits one record; ``issue`` is the scheduler's form: it returns
+at once and calls ``on_done(record)`` when the request ends (and
+``on_first(exchange, t_ns)`` at the first token, only when given), so a
+scheduler can keep thousands of requests in flight without a task each.
+
+Failures never raise from ``request``/``issue``: they come back as records
+with ``error_class`` set (see :class:`RequestRecord`).  Timeouts:
+``connect_timeout`` for opening a connection, ``idle_timeout`` between two
+reads of a response, ``total_timeout`` from issue to the end of a response;
+``None`` switches the last two off.  Closing the client ends requests still
+in flight as ``Cancelled`` records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+
+from ..errors import MlpeError
+from ..wire.events import ResponseSummary
+from ._reader import monotonic_ns
+from .connection import Connection, ConnectionPool, Exchange
+from .record import RequestRecord
+
+__all__ = ("Client", "ClientConfigError")
+
+CHAT_PATH = "/v1/chat/completions"
+COMPLETIONS_PATH = "/v1/completions"
+
+_encode = msgspec.json.Encoder().encode
+
+
+class ClientConfigError(MlpeError, ValueError):
+    """The client was given something it cannot use (a bad URL, say)."""
+
+
+def _empty_summary() -> ResponseSummary:
+    return ResponseSummary(
+        status=0,
+        t_head=None,
+        t_first=None,
+        t_done=None,
+        content="",
+        reasoning="",
+        tool_calls=(),
+        content_after_first="",
+        reasoning_after_first="",
+        tool_calls_after_first=(),
+        finish_reason=None,
+        usage=None,
+        events=0,
+        content_events=0,
+        events_after_done=0,
+        done=False,
+        complete=False,
+        keep_alive=False,
+        chunk_errors=0,
+        first_chunk_error=None,
+        unexpected_bytes=0,
+        error_code=0,
+        error_message="",
+        chunk_times=None,
+    )
+
+
+class Client:
+    """An HTTP/1.1 client for one OpenAI-compatible endpoint.
+
+    Args:
+        base_url: ``http://host[:port][/prefix]``; request paths are appended
+            to the prefix.
+        api_key: sent as ``Authorization: Bearer <key>``.
+        headers: extra request header fields.
+        connect_timeout, idle_timeout, total_timeout: seconds (see module doc).
+        max_event, max_body: decoder limits (``csrc/mlpe_sse.h``,
+            ``csrc/mlpe_response.h``).
+        record_chunk_times: keep one stamp per content-bearing event.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        idle_timeout: float | None = 300.0,
+        total_timeout: float | None = None,
+        max_event: int = 1 << 20,
+        max_body: int = 16 << 20,
+        record_chunk_times: bool = False,
+    ) -> None:
+        parts = urlsplit(base_url)
+        if parts.scheme != "http":
+            raise ClientConfigError(
+                f"endpoint {base_url!r}: only http:// URLs are supported (HTTPS comes with HTTP/2)"
+            )
+        if not parts.hostname:
+            raise ClientConfigError(f"endpoint {base_url!r} has no host")
+        try:
+            port = parts.port or 80
+        except ValueError as error:
+            raise ClientConfigError(f"endpoint {base_url!r}: {error}") from None
+        for name, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout),
+                            ("total_timeout", total_timeout)):
+            if value is not None and not value > 0:
+                raise ClientConfigError(f"{name} must be a positive number of seconds, not {value}")
+        self.base_url = base_url
+        self.host = parts.hostname
+        self.port = port
+        self._prefix = parts.path.rstrip("/")
+        host_field = self.host if port == 80 else f"{self.host}:{port}"
+        if ":" in self.host:  # an IPv6 literal keeps its brackets in Host
+            host_field = f"[{self.host}]" if port == 80 else f"[{self.host}]:{port}"
+        fields = [
+            f"Host: {host_field}",
+            "Content-Type: application/json",
+            "Accept: text/event-stream, application/json",
+            "User-Agent: mlpe-fast",
+        ]
+        if api_key:
+            fields.append(f"Authorization: Bearer {api_key}")
+        fields += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        self._fields = ("\r\n".join(fields) + "\r\nContent-Length: ").encode("latin-1")
+        self._request_lines: dict[str, bytes] = {}
+        self._idle_timeout_ns = None if idle_timeout is None else int(idle_timeout * 1e9)
+        self._total_timeout_ns = None if total_timeout is None else int(total_timeout * 1e9)
+        self._connect_timeout = connect_timeout
+        self._decoder_options: dict[str, Any] = {
+            "max_event": max_event,
+            "max_body": max_body,
+            "record_chunk_times": record_chunk_times,
+        }
+        self._pool: ConnectionPool | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self.in_flight = 0
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def __aenter__(self) -> Client:
+        self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def open(self) -> None:
+        """Binds the client to the running event loop (``async with`` does it)."""
+        if self._pool is not None:
+            return
+        self._pool = ConnectionPool(
+            self.host,
+            self.port,
+            connect_timeout=self._connect_timeout,
+            decoder_options=self._decoder_options,
+            on_connect_failed=self._connect_failed,
+        )
+        timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
+        if timeouts:
+            # Checking every in-flight request now and then costs nothing per
+            # read; a timer re-armed on every read would.
+            period = min(max(min(timeouts) / 1e9 / 10, 0.01), 1.0)
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch(period))
+
+    async def aclose(self) -> None:
+        """Ends requests still in flight as ``Cancelled`` and closes everything."""
+        pool = self._pool
+        if pool is None:
+            return
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+            self._watchdog = None
+        t_ns = monotonic_ns()
+        for connection in pool.busy():
+            connection.fail(t_ns, "Cancelled", "client closed with the request in flight")
+        await pool.aclose()
+        self._pool = None
+
+    # -- requests -------------------------------------------------------------
+
+    def frame(self, body: bytes, path: str = CHAT_PATH) -> bytes:
+        """The HTTP/1.1 request for a JSON body (pre-encoded per path)."""
+        line = self._request_lines.get(path)
+        if line is None:
+            line = self._request_lines[path] = (
+                f"POST {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1") + self._fields
+            )
+        return b"%s%d\r\n\r\n%s" % (line, len(body), body)
+
+    def issue(
+        self,
+        body: bytes | Mapping[str, Any],
+        on_done: Callable[[RequestRecord], object],
+        *,
+        path: str = CHAT_PATH,
+        sample_index: int = 0,
+        sample_id: str | None = None,
+        t_sched: int | None = None,
+        on_first: Callable[[Exchange, int], object] | None = None,
+    ) -> None:
+        """Sends a request now; ``on_done(record)`` runs when it ends."""
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("Client is not open: use 'async with Client(...)'")
+        if not isinstance(body, bytes):
+            body = _encode(body)
+        self.in_flight += 1
+        exchange = Exchange(
+            self.frame(body, path),
+            self._done_callback(on_done),
+            on_first,
+            sample_index,
+            sample_id if sample_id is not None else uuid.uuid4().hex,
+            t_sched,
+        )
+        pool.start(exchange)
+
+    async def request(
+        self,
+        body: bytes | Mapping[str, Any],
+        *,
+        path: str = CHAT_PATH,
+        sample_index: int = 0,
+        sample_id: str | None = None,
+    ) -> RequestRecord:
+        """Sends one request and returns its record."""
+        future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
+
+        def settle(record: RequestRecord) -> None:
+            if not future.done():
+                future.set_result(record)
+
+        self.issue(body, settle, path=path, sample_index=sample_index, sample_id=sample_id)
+        return await future
+
+    @property
+    def connections_opened(self) -> int:
+        return 0 if self._pool is None else self._pool.connections_opened
+
+    @property
+    def connect_ns_total(self) -> int:
+        return 0 if self._pool is None else self._pool.connect_ns_total
+
+    # -- internals ------------------------------------------------------------
+
+    def _done_callback(
+        self, on_done: Callable[[RequestRecord], object]
+    ) -> Callable[[RequestRecord], object]:
+        def done(record: RequestRecord) -> object:
+            self.in_flight -= 1
+            return on_done(record)
+
+        return done
+
+    def _connect_failed(self, exchange: Exchange, error_class: str, message: str) -> None:
+        exchange.on_done(exchange.record(monotonic_ns(), _empty_summary(), error_class, message))
+
+    async def _watch(self, period: float) -> None:
+        idle = self._idle_timeout_ns
+        total = self._total_timeout_ns
+        while True:
+            await asyncio.sleep(period)
+            pool = self._pool
+            if pool is None:
+                return
+            now = monotonic_ns()
+            for connection in pool.busy():
+                self._check(connection, now, idle, total)
+
+    @staticmethod
+    def _check(connection: Connection, now: int, idle: int | None, total: int | None) -> None:
+        if total is not None and now - connection.t_issue > total:
+            connection.fail(
+                now, "TotalTimeout", f"no complete response within {total / 1e9:g} s of issue"
+            )
+        elif idle is not None and now - connection.last_read_ns > idle:
+            connection.fail(now, "IdleTimeout", f"no bytes from the endpoint for {idle / 1e9:g} s")

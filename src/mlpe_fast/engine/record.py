@@ -1,0 +1,69 @@
+"""The one record the engine makes per request.
+
+Times are ``CLOCK_MONOTONIC`` nanoseconds taken in the engine (in C when the
+compiled core is in use), with the meanings of ``docs/architecture.md``:
+
+* ``t_sched``: when the scheduler meant the request to go (equals ``t_issue``
+  for closed-loop issuing);
+* ``t_issue``: just before the request bytes were written to the socket;
+* ``response.t_head`` / ``t_first`` / ``t_done``: the reads that completed
+  the head, the first content-bearing event and the ``[DONE]`` event (or the
+  end of the body);
+* ``t_end``: the read that completed the HTTP message, or the moment the
+  request failed.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..wire.events import ResponseSummary
+
+__all__ = ("RequestRecord",)
+
+
+class RequestRecord(msgspec.Struct, frozen=True, gc=False):
+    """What happened to one request.
+
+    ``error_class`` is ``None`` for a complete 2xx response; otherwise it
+    names what went wrong (a :class:`mlpe_fast.errors.ProtocolError` subclass
+    such as ``IncompleteResponse``, ``HTTPStatusError``, ``ConnectError``,
+    ``ConnectTimeout``, ``IdleTimeout``, ``TotalTimeout``, ``Cancelled``)
+    and ``error_message`` says it in one line.  Events that could not be
+    decoded do not fail a request; ``response.chunk_errors`` counts them.
+    """
+
+    sample_index: int
+    sample_id: str
+    t_sched: int
+    t_issue: int
+    t_end: int
+    response: ResponseSummary
+    error_class: str | None = None
+    error_message: str | None = None
+    retries: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_class is None
+
+    @property
+    def t_first(self) -> int | None:
+        return self.response.t_first
+
+    @property
+    def t_done(self) -> int | None:
+        return self.response.t_done
+
+    @property
+    def ttft_ns(self) -> int | None:
+        """Time to first token: ``t_first - t_issue`` (spec section 1.1)."""
+        t_first = self.response.t_first
+        return None if t_first is None else t_first - self.t_issue
+
+    @property
+    def latency_ns(self) -> int:
+        """Issue to ``t_done`` (the reference's COMPLETE), or to ``t_end``
+        when the response never finished."""
+        t_done = self.response.t_done
+        return (self.t_end if t_done is None else t_done) - self.t_issue
