@@ -26,10 +26,13 @@ Two wake-up sources:
   deadline plus the thread's timer slack (50 us by default), so delivery is
   typically 50-150 us late, without busy-waiting and without depending on
   the loop's millisecond timers.
-* ``loop``: ``loop.call_at``.  uvloop keeps time in whole milliseconds and
-  asyncio's epoll selector rounds its timeout up to one, so this source is
-  up to about 1-2 ms late; delays are rounded *up* to whole milliseconds so
-  a wake-up is never early (which would make the loop spin).
+* ``loop``: ``loop.call_later``.  uvloop keeps time in whole milliseconds
+  and asyncio's epoll selector rounds its timeout up to one, so this source
+  is up to about 1-2 ms late; delays are rounded *up* to whole milliseconds
+  so a wake-up is never early (which would make the loop spin).
+
+Measured lateness is in :mod:`mlpe_fast.sim.server`'s docstring and comes
+from ``bench/bench_sim_server.py``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,159 @@
+"""Options and counters of the simulated endpoint (see :mod:`mlpe_fast.sim.server`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._pacer import TimerKind
+from .timing import Dist
+
+__all__ = ("VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
+
+Framing = Literal["chunked", "length"]
+Eol = Literal["lf", "crlf"]
+LoopKind = Literal["auto", "uvloop", "asyncio"]
+
+VOCAB = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+"""The characters the simulated model emits, one token each.  All are in
+the character tokenizer's vocabulary and need no JSON escaping."""
+
+_NO_DELAY = Dist()
+_DEFAULT_LEN = Dist("fixed", 128, min=1)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything the simulated endpoint can be told.
+
+    Args:
+        host: address to bind (default loopback only).
+        port: port to bind; 0 picks a free one (see :attr:`SimServer.port`).
+        model: the model name served and echoed.
+        ttft_ms: time to first token, in milliseconds, from the request's
+            base time (see :mod:`mlpe_fast.sim.server`).
+        itl_ms: delay between consecutive tokens, in milliseconds.
+        output_len: tokens per response when the request sets no
+            ``max_tokens`` / ``max_completion_tokens`` (clamped to >= 1).
+        reasoning_tokens: the first K tokens of a chat response are sent as
+            ``reasoning_content`` (completions ignore it).
+        framing: ``"chunked"`` streams with the chunked transfer coding;
+            ``"length"`` buffers the whole stream and sends a Content-Length
+            body (timing is then moot: every event leaves at once).
+        eol: SSE line end, ``"lf"`` or ``"crlf"``.
+        seed: seeds the draws; the same seed and the same order of
+            requests give the same lengths, delays and text.
+        head_at_first_token: hold the response head back until the first
+            token is due (the reference's test server does this) instead of
+            sending it on arrival.
+        timer: ``"auto"`` (timerfd where available), ``"timerfd"`` or
+            ``"loop"`` (the event loop's millisecond timers).
+        loop: event loop for :func:`serve_forever` and
+            :meth:`SimServer.start_in_thread`: ``"auto"`` is uvloop where
+            importable and not on Windows, else asyncio.
+        max_head: largest request head accepted, bytes (431 past it).
+        max_body: largest request body accepted, bytes (413 past it).
+        max_output_tokens: the simulated context: a larger ``max_tokens``
+            gets 400, and ``output_len`` draws are clamped to it.
+        backlog: listen backlog.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    model: str = "mlpe-sim"
+    ttft_ms: Dist = _NO_DELAY
+    itl_ms: Dist = _NO_DELAY
+    output_len: Dist = _DEFAULT_LEN
+    reasoning_tokens: int = 0
+    framing: Framing = "chunked"
+    eol: Eol = "lf"
+    seed: int = 0
+    head_at_first_token: bool = False
+    timer: TimerKind = "auto"
+    loop: LoopKind = "auto"
+    max_head: int = 64 * 1024
+    max_body: int = 32 * 1024 * 1024
+    max_output_tokens: int = 1 << 20
+    backlog: int = 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port out of range: {self.port}")
+        if not self.model or not self.model.isprintable():
+            raise ValueError(f"bad model name {self.model!r}")
+        if self.framing not in ("chunked", "length"):
+            raise ValueError(f"framing must be 'chunked' or 'length', not {self.framing!r}")
+        if self.eol not in ("lf", "crlf"):
+            raise ValueError(f"eol must be 'lf' or 'crlf', not {self.eol!r}")
+        if self.timer not in ("auto", "timerfd", "loop"):
+            raise ValueError(f"timer must be 'auto', 'timerfd' or 'loop', not {self.timer!r}")
+        if self.loop not in ("auto", "uvloop", "asyncio"):
+            raise ValueError(f"loop must be 'auto', 'uvloop' or 'asyncio', not {self.loop!r}")
+        if self.reasoning_tokens < 0:
+            raise ValueError("reasoning_tokens must be >= 0")
+        if self.max_head < 1024 or self.max_body < 0 or self.backlog < 1:
+            raise ValueError("max_head must be >= 1024, max_body >= 0, backlog >= 1")
+        if self.max_output_tokens < 1:
+            raise ValueError("max_output_tokens must be >= 1")
+
+
+class SimStats:
+    """Counters of one server (plain ints, updated on the loop's thread).
+
+    Attributes:
+        connections: connections accepted.
+        requests: requests answered, errors included.
+        responses: completion responses finished (streamed or not).
+        errors: responses with a 4xx/5xx status.
+        events: SSE events written, role, usage and ``[DONE]`` included.
+        tokens: tokens written.
+        writes: ``transport.write`` calls of completion responses.
+        write_pauses: times a transport's buffer filled up (a client not
+            reading fast enough); its stream waits, and its events are
+            stamped when they are finally written.
+        paced_writes: writes that waited for a deadline.
+        late_ns_sum, late_ns_max: how late those writes started against the
+            deadline of their first event (wake-up precision).
+    """
+
+    __slots__ = (
+        "connections",
+        "errors",
+        "events",
+        "late_ns_max",
+        "late_ns_sum",
+        "paced_writes",
+        "requests",
+        "responses",
+        "tokens",
+        "write_pauses",
+        "writes",
+    )
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests = 0
+        self.responses = 0
+        self.errors = 0
+        self.events = 0
+        self.tokens = 0
+        self.writes = 0
+        self.write_pauses = 0
+        self.paced_writes = 0
+        self.late_ns_sum = 0
+        self.late_ns_max = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """A snapshot of the counters."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
+        return f"SimStats({inner})"
+
+    def add_lateness(self, late_ns: int) -> None:
+        """Counts one paced write that started ``late_ns`` after its deadline."""
+        self.paced_writes += 1
+        if late_ns > 0:
+            self.late_ns_sum += late_ns
+            self.late_ns_max = max(self.late_ns_max, late_ns)
