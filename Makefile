@@ -145,8 +145,10 @@ format:
 	ruff format .
 	ruff check --fix .
 
+# bench/ holds bench_*.py (kept out of the default test collection).
+BENCH_ARGS ?=
 bench: compile
-	PYTHONPATH=src $(PYTEST) bench/ --benchmark-disable-gc
+	PYTHONPATH=src $(PYTEST) bench/ -o python_files='bench_*.py' --benchmark-disable-gc $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis \

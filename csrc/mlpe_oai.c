@@ -67,6 +67,62 @@
  * one, and whether its tool_calls member is superseded, is known only
  * later); each record remembers its range.  The array thus holds at most one
  * entry per tool-call object of the payload, fewer than len / 2.
+ *
+ * The template (fast path)
+ * ------------------------
+ * The chunks of one stream differ, as a rule, in one string: the token's
+ * text.  After a full pass whose result has exactly one string fragment --
+ * content or reasoning and no tool call, or one string of the only tool
+ * call (its arguments, say) and neither content nor reasoning -- and no
+ * finish_reason, no usage, the decoder keeps the payload as a template: the
+ * bytes up to the opening quote of that fragment's literal (the prefix,
+ * quote included), the bytes from its closing quote on (the suffix), and
+ * which fragment it was.  A later payload that starts with the prefix, ends
+ * with the suffix, and has between them one valid string body -- no
+ * unescaped quote, no control character, valid escapes and UTF-8, checked
+ * and unescaped by the scanner above, on a copy followed by the closing
+ * quote and the zero padding -- gets the template's result with its own
+ * string as that fragment.  Anything else, down to a single differing byte
+ * or a middle that is not exactly one string body, goes to the full pass,
+ * which decides everything (errors included) and may make the payload the
+ * new template.
+ *
+ * Why that is exact.  The template's payload P h S (P ends with the opening
+ * quote, S starts with the closing quote) was valid JSON; the new one, P h' S,
+ * differs in the body of that one string token only.  A JSON scanner is in
+ * the same state after P in both; h' is one string body ending exactly at
+ * S's first byte (an unescaped quote inside h', or a trailing odd backslash
+ * that escapes S's quote, is a miss); from there both read the same bytes
+ * in the same state.  So the new payload is valid too (J1-J4: P and S have
+ * no problem, h' was checked), with the same tokens at the same depths, the
+ * same member names, the same kinds and the same numbers: one string value
+ * differs.  No rule (S1-S10, J6) looks at the text or the length of a string
+ * value -- they look at names, kinds, integer values and array positions --
+ * so every decision comes out the same and the result differs only in that
+ * string.  What makes "that string" the fragment:
+ *  - the hole is a value, never a member name (a name decides what a value
+ *    is): it is found from the reported fragment, whose text the full pass
+ *    unescaped in place from its body's first byte, so the fragment's
+ *    pointer is the body's offset in the payload;
+ *  - it is the literal that won (J6): with a duplicate member, the pointer
+ *    is the winner's by construction (a template found by searching the text
+ *    for "content" could hold the loser, and a later duplicate in the suffix
+ *    would then win in every payload);
+ *  - the fragment's presence depends on the kind only: "" and "a" both give
+ *    has_content = 1.  Whether it is empty matters to callers (R3 of
+ *    mlpe_response.h), never to the shape;
+ *  - the other fragments are absent or null, or fixed by P and S (a tool
+ *    call's index, or its position).  A second string fragment would be text
+ *    of the old payload that the scratch buffer no longer holds, hence
+ *    exactly one.
+ *
+ * The template is a cache, not decoding state: a result never depends on
+ * the payloads before it.  It holds at most MLPE_OAI_TEMPLATE_MAX bytes, a
+ * copy of payload bytes (freed by mlpe_oai_free).  A stream whose chunks
+ * also differ elsewhere (a per-chunk stamp, say) misses every time, at the
+ * cost of a prefix compare and of re-arming; after MLPE_OAI_MISS_LIMIT
+ * misses in a row the decoder backs off (exponentially) from trying, so such
+ * streams pay next to nothing for it.
  */
 #include "mlpe_oai.h"
 
@@ -81,6 +137,14 @@
 #endif
 #if defined(_MSC_VER) && !defined(__clang__)
 #include <intrin.h>
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MLPE_OAI_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define MLPE_OAI_NOINLINE __declspec(noinline)
+#else
+#define MLPE_OAI_NOINLINE
 #endif
 
 /* Zero bytes after the copy of the payload: the sentinel plus room for a
@@ -1146,11 +1210,197 @@ static int finish(mlpe_oai_decoder *d, const top_rec *r, mlpe_oai_chunk *out) {
     return MLPE_OK;
 }
 
+/* ---- the template (fast path) -------------------------------------------- */
+
+/* Backing off: after MLPE_OAI_MISS_LIMIT misses in a row, the next
+ * MLPE_OAI_SKIP_MIN payloads go straight to the full pass, twice as many
+ * after every further miss, up to 2^MLPE_OAI_SKIP_DOUBLINGS times as many. */
+#define MLPE_OAI_MISS_LIMIT 8u
+#define MLPE_OAI_SKIP_MIN 16u
+#define MLPE_OAI_SKIP_DOUBLINGS 6u
+
+/* The fragment a template's hole is (d->tmpl_field). */
+enum { T_NONE = 0, T_CONTENT, T_REASONING, T_TOOL_ID, T_TOOL_TYPE, T_TOOL_NAME, T_TOOL_ARGUMENTS };
+
+MLPE_INLINE void clear_chunk(mlpe_oai_chunk *out) {
+    static const mlpe_span none = {NULL, 0};
+    out->has_content = out->has_reasoning = out->has_finish_reason = out->has_usage = 0;
+    out->content = out->reasoning = out->finish_reason = out->usage = out->error_message = none;
+    out->tools = NULL;
+    out->n_tools = 0;
+    out->shape_path = NULL;
+}
+
+/* The position of the closing quote of the valid string literal whose body
+ * starts at json[at], or len.  A quote closes it when the run of backslashes
+ * before it (inside the body) is even: the first backslash of a maximal run
+ * starts an escape, escaped backslashes pair off, and an odd run ends with
+ * the backslash of an escaped quote.  (\uXXXX has neither quote nor
+ * backslash after its first byte.) */
+static size_t closing_quote(const uint8_t *json, size_t at, size_t len) {
+    size_t i = at;
+    while (i < len) {
+        const uint8_t *q = (const uint8_t *)memchr(json + i, '"', len - i);
+        size_t j, k;
+        if (q == NULL)
+            break;
+        j = (size_t)(q - json);
+        for (k = j; k > at && json[k - 1] == '\\'; k--)
+            ;
+        if (((j - k) & 1) == 0)
+            return j;
+        i = j + 1;
+    }
+    return len;
+}
+
+/* After a successful full decode of json[0..len) into *out: makes it the
+ * template when its result has exactly one string fragment -- content or
+ * reasoning with no tool call, or one string of a single tool call with
+ * neither content nor reasoning -- and no finish_reason, no usage.
+ * Otherwise the template in place stays (it is sound whatever came since). */
+static void arm_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
+                         const mlpe_oai_chunk *out) {
+    const mlpe_span *hole;
+    uint8_t field;
+    size_t at, end;
+    if (out->has_finish_reason || out->has_usage)
+        return;
+    if (out->n_tools == 0) {
+        if (out->has_content + out->has_reasoning != 1)
+            return;
+        field = out->has_content ? T_CONTENT : T_REASONING;
+        hole = out->has_content ? &out->content : &out->reasoning;
+    } else {
+        const mlpe_oai_tool *t = out->tools;
+        if (out->n_tools != 1 || out->has_content || out->has_reasoning ||
+            t->has_id + t->has_type + t->has_name + t->has_arguments != 1)
+            return;
+        field = t->has_id     ? T_TOOL_ID
+                : t->has_type ? T_TOOL_TYPE
+                : t->has_name ? T_TOOL_NAME
+                              : T_TOOL_ARGUMENTS;
+        hole = t->has_id ? &t->id : t->has_type ? &t->type : t->has_name ? &t->name : &t->arguments;
+    }
+    /* The fragment is the body of the literal that won (J6), unescaped in
+     * place: it starts where that body starts in the copy, so at the same
+     * offset of json.  The checks below cannot fail; they keep a template
+     * from ever being built on anything but a literal's opening quote. */
+    at = (size_t)(hole->ptr - d->scratch.ptr);
+    if (at == 0 || at > len || json[at - 1] != '"')
+        return;
+    end = closing_quote(json, at, len);
+    if (end >= len || at + (len - end) > MLPE_OAI_TEMPLATE_MAX)
+        return;
+    d->tmpl_field = T_NONE;
+    d->tmpl.len = 0;
+    if (mlpe_buf_reserve(&d->tmpl, at + (len - end)) != MLPE_OK)
+        return;
+    memcpy(d->tmpl.ptr, json, at);
+    memcpy(d->tmpl.ptr + at, json + end, len - end);
+    d->tmpl.len = at + (len - end);
+    d->tmpl_prefix = at;
+    d->tmpl_tool_index = out->n_tools ? out->tools->index : 0;
+    d->tmpl_field = field;
+}
+
+/* The fast path: when json[0..len) is the template's prefix, one valid
+ * string body, and the template's suffix, fills *out as the full decode
+ * would and returns 1; otherwise returns 0 (the full decode decides, errors
+ * included). */
+static int apply_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out) {
+    const size_t np = d->tmpl_prefix, ns = d->tmpl.len - np;
+    size_t n;
+    uint8_t *h;
+    const uint8_t *q;
+    mlpe_span text;
+    mlpe_oai_tool *t;
+    if (len < np + ns || memcmp(json, d->tmpl.ptr, np) != 0 ||
+        memcmp(json + len - ns, d->tmpl.ptr + np, ns) != 0)
+        return 0;
+    /* The hole, copied with its closing quote and the zero padding: scanned
+     * as a string (J1, J2, J5) and unescaped in place, exactly as the full
+     * pass would.  Its literal must end at that quote: an unescaped quote
+     * inside, or a trailing backslash that escapes it, is a miss. */
+    n = len - np - ns;
+    d->scratch.len = 0;
+    if (mlpe_buf_reserve(&d->scratch, n + MLPE_OAI_PAD) != MLPE_OK)
+        return 0;
+    h = d->scratch.ptr;
+    if (n <= 16 && len - np >= 16)
+        memcpy(h, json + np, 16); /* one vector move; the bytes past n are overwritten */
+    else
+        memcpy(h, json + np, n);
+    memset(h + n, 0, MLPE_OAI_PAD);
+    h[n] = '"';
+    d->scratch.len = n;
+    q = find_special(h);
+    text.ptr = h;
+    text.len = n;
+    if (MLPE_UNLIKELY(q != h + n)) {
+        scan s;
+        if (*q == '"')
+            return 0;
+        s.end = h + n + 1;
+        s.d = d;
+        s.n_tools = 0;
+        s.err = MLPE_OK;
+        s.decoded_len = 0;
+        if (string_slow(&s, h, q, 1) != h + n + 1)
+            return 0;
+        text.len = s.decoded_len;
+    }
+    clear_chunk(out);
+    switch (d->tmpl_field) {
+    case T_CONTENT:
+        out->has_content = 1;
+        out->content = text;
+        return 1;
+    case T_REASONING:
+        out->has_reasoning = 1;
+        out->reasoning = text;
+        return 1;
+    default:
+        break;
+    }
+    /* A tool-call hole: the template was built from a payload with one tool
+     * call, so d->tools has room for it. */
+    t = d->tools;
+    memset(t, 0, sizeof *t);
+    t->index = d->tmpl_tool_index;
+    switch (d->tmpl_field) {
+    case T_TOOL_ID:
+        t->has_id = 1;
+        t->id = text;
+        break;
+    case T_TOOL_TYPE:
+        t->has_type = 1;
+        t->type = text;
+        break;
+    case T_TOOL_NAME:
+        t->has_name = 1;
+        t->name = text;
+        break;
+    default:
+        t->has_arguments = 1;
+        t->arguments = text;
+        break;
+    }
+    out->tools = t;
+    out->n_tools = 1;
+    return 1;
+}
+
 int mlpe_oai_init(mlpe_oai_decoder *d) {
     mlpe_buf_init(&d->scratch);
     d->tools = NULL;
     d->cap_tools = 0;
     d->path[0] = '\0';
+    mlpe_buf_init(&d->tmpl);
+    d->tmpl_prefix = 0;
+    d->tmpl_tool_index = 0;
+    d->tmpl_field = T_NONE;
+    d->tmpl_misses = d->tmpl_skip = 0;
     return MLPE_OK;
 }
 
@@ -1159,19 +1409,20 @@ void mlpe_oai_free(mlpe_oai_decoder *d) {
     free(d->tools);
     d->tools = NULL;
     d->cap_tools = 0;
+    mlpe_buf_free(&d->tmpl);
+    d->tmpl_field = T_NONE;
 }
 
-int mlpe_oai_decode(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out) {
-    static const mlpe_span none = {NULL, 0};
+/* The full pass (out of line, so that a template hit does not pay for its
+ * stack frame). */
+static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
+                                         mlpe_oai_chunk *out, int arm) {
     scan s;
     top_rec r;
     const uint8_t *p, *start;
+    int rc;
 
-    out->has_content = out->has_reasoning = out->has_finish_reason = out->has_usage = 0;
-    out->content = out->reasoning = out->finish_reason = out->usage = out->error_message = none;
-    out->tools = NULL;
-    out->n_tools = 0;
-    out->shape_path = NULL;
+    clear_chunk(out);
 
     d->scratch.len = 0;
     if (len > SIZE_MAX - MLPE_OAI_PAD || mlpe_buf_reserve(&d->scratch, len + MLPE_OAI_PAD) != MLPE_OK)
@@ -1200,5 +1451,35 @@ int mlpe_oai_decode(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_o
         const shape f = {F_ROOT, 0, 0, 0};
         return shape_error(d, f, out);
     }
-    return finish(d, &r, out);
+    rc = finish(d, &r, out);
+    if (rc == MLPE_OK && arm)
+        arm_template(d, json, len, out);
+    return rc;
+}
+
+/* A payload met with a template: the fast path, else the full pass (which
+ * takes the payload as the new template unless it is time to back off). */
+static MLPE_OAI_NOINLINE int decode_templated(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
+                                              mlpe_oai_chunk *out) {
+    uint32_t k;
+    if (apply_template(d, json, len, out)) {
+        d->tmpl_misses = 0;
+        return MLPE_OK;
+    }
+    if (++d->tmpl_misses < MLPE_OAI_MISS_LIMIT)
+        return decode_full(d, json, len, out, 1);
+    k = d->tmpl_misses - MLPE_OAI_MISS_LIMIT;
+    d->tmpl_skip = MLPE_OAI_SKIP_MIN << (k < MLPE_OAI_SKIP_DOUBLINGS ? k : MLPE_OAI_SKIP_DOUBLINGS);
+    return decode_full(d, json, len, out, 0);
+}
+
+int mlpe_oai_decode(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out) {
+    if (MLPE_UNLIKELY(d->tmpl_skip != 0)) {
+        /* Backing off: the last payload skipped arms the template again. */
+        d->tmpl_skip--;
+        return decode_full(d, json, len, out, d->tmpl_skip == 0);
+    }
+    if (d->tmpl_field != T_NONE)
+        return decode_templated(d, json, len, out);
+    return decode_full(d, json, len, out, 1);
 }

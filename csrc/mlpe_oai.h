@@ -98,12 +98,27 @@ typedef struct mlpe_oai_chunk {
     const char *shape_path;  /* for MLPE_E_CHUNK_SHAPE: NUL-terminated path */
 } mlpe_oai_chunk;
 
+/* The template of the fast path (mlpe_oai.c) is at most this many bytes: a
+ * payload whose bytes around its hole are more is decoded in full every
+ * time.  Chunks of a token stream are a few hundred bytes. */
+#define MLPE_OAI_TEMPLATE_MAX (64u << 10)
+
 typedef struct mlpe_oai_decoder {
     /* private */
     mlpe_buf scratch;        /* the payload's copy + zero padding, unescaped in place */
     mlpe_oai_tool *tools;
     size_t cap_tools;
     char path[128];          /* shape_path storage */
+    /* The template (see mlpe_oai.c): a cache of the last fitting payload,
+     * which never changes a result, only how fast it is found. */
+    mlpe_buf tmpl;           /* the prefix (up to the hole's opening quote
+                              * included), then the suffix (from its closing
+                              * quote on) */
+    size_t tmpl_prefix;      /* length of the prefix */
+    int32_t tmpl_tool_index; /* the tool call's index, for a tool-call hole */
+    uint32_t tmpl_misses;    /* template misses in a row */
+    uint32_t tmpl_skip;      /* payloads left that bypass the template */
+    uint8_t tmpl_field;      /* the fragment the hole is; 0: no template */
 } mlpe_oai_decoder;
 
 int mlpe_oai_init(mlpe_oai_decoder *d);
@@ -112,7 +127,12 @@ void mlpe_oai_free(mlpe_oai_decoder *d);
 /* Decodes json[0..len) into *out.  Returns MLPE_OK, MLPE_E_NOMEM, or one of
  * the chunk codes 401-405 (out->shape_path / out->error_message set as
  * described above; on any non-OK code the fragment fields are all absent).
- * Tool-call fragments are listed in array order. */
+ * Tool-call fragments are listed in array order.
+ *
+ * The result is a function of json[0..len) alone: a decoder remembers the
+ * shape of an earlier payload to decode the next one faster (the template
+ * of mlpe_oai.c), never to decode it differently.  Reusing one decoder for
+ * the events of a stream is what makes that pay. */
 int mlpe_oai_decode(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out);
 
 #endif /* MLPE_OAI_H */

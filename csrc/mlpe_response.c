@@ -246,8 +246,13 @@ static unsigned on_body(mlpe_response *r, mlpe_span span, int64_t t_ns) {
     case MLPE_BODY_SSE:
         return on_sse_bytes(r, span.ptr, span.len, t_ns);
     case MLPE_BODY_JSON:
-        if (span.len > r->max_body - r->body.len)
-            return fail(r, MLPE_E_BODY_TOO_LARGE, at + (r->max_body - r->body.len));
+        if (span.len > r->max_body - r->body.len) {
+            /* keep what fits, so the body does not depend on the split */
+            size_t room = r->max_body - r->body.len;
+            if (mlpe_buf_append(&r->body, span.ptr, room) != MLPE_OK)
+                return fail(r, MLPE_E_NOMEM, 0);
+            return fail(r, MLPE_E_BODY_TOO_LARGE, at + room);
+        }
         if (mlpe_buf_append(&r->body, span.ptr, span.len) != MLPE_OK)
             return fail(r, MLPE_E_NOMEM, 0);
         return 0;

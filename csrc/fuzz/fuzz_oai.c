@@ -18,7 +18,15 @@
  *  - decoding is a pure function of the payload: the same result from a
  *    reused decoder, from a fresh one, when the payload sits in a larger
  *    buffer followed by JSON-looking bytes (nothing past len is read), with
- *    whitespace before it, and -- for valid JSON -- with whitespace after it.
+ *    whitespace before it, and -- for valid JSON -- with whitespace after it;
+ *  - an input of several lines is also read as a stream, one payload per
+ *    line: one decoder for all of them (it may cache the shape of the last
+ *    payload, mlpe_oai.c's template) gives what a fresh decoder gives for
+ *    each, so the corpus holds streams of similar chunks too;
+ *  - the same holds for the chunks made from the input by putting other
+ *    string bodies (valid or not, some taken from the input) in place of one
+ *    of its string literals at a time, decoded in a row: whichever literal
+ *    was the template's hole, its variants are template hits or must miss.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -355,6 +363,178 @@ static int oai_wrapped(const char *prefix, const uint8_t *data, size_t size, con
     return code;
 }
 
+/* The code against the independent validator (J1-J4, S1). */
+static void check_validity(int code, const uint8_t *json, size_t len) {
+    int truncated, is_object;
+    int expect = jv_validate(json, len, &truncated, &is_object);
+    if (code == MLPE_E_NOMEM)
+        return;
+    if (expect == MLPE_OK) {
+        FUZZ_CHECK(code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE ||
+                   code == MLPE_E_ENDPOINT_ERROR);
+        if (!is_object)
+            FUZZ_CHECK(code == MLPE_E_CHUNK_SHAPE);
+        FUZZ_CHECK(fuzz_utf8_valid(json, len));
+    } else if (truncated) {
+        /* "\xE2\x82" at the very end: an unterminated string or a cut UTF-8
+         * sequence; either reading is fair. */
+        FUZZ_CHECK(code == MLPE_E_JSON_UTF8 || code == MLPE_E_JSON_SYNTAX);
+    } else {
+        FUZZ_CHECK(code == expect);
+    }
+}
+
+/* The input's lines as the events of one stream: decoded in turn by one
+ * decoder (which may cache the shape of earlier payloads to go faster) and
+ * each by a fresh decoder.  The results must be equal: a decode is a function
+ * of its payload alone. */
+static void oai_stream(const uint8_t *data, size_t size) {
+    mlpe_oai_decoder shared;
+    mlpe_buf a, b;
+    size_t start = 0;
+    mlpe_buf_init(&a);
+    mlpe_buf_init(&b);
+    FUZZ_CHECK(mlpe_oai_init(&shared) == MLPE_OK);
+    for (;;) {
+        const uint8_t *lf = size > start ? memchr(data + start, '\n', size - start) : NULL;
+        size_t end = lf ? (size_t)(lf - data) : size;
+        uint8_t *event = fuzz_dup(data + start, end - start);
+        mlpe_oai_decoder fresh;
+        int code;
+        a.len = b.len = 0;
+        code = oai_run(&shared, event, end - start, &a);
+        check_validity(code, event, end - start);
+        FUZZ_CHECK(mlpe_oai_init(&fresh) == MLPE_OK);
+        oai_run(&fresh, event, end - start, &b);
+        mlpe_oai_free(&fresh);
+        fuzz_logs_equal(&a, &b, "oai stream decoder vs fresh decoder");
+        free(event);
+        if (lf == NULL)
+            break;
+        start = end + 1;
+    }
+    mlpe_oai_free(&shared);
+    mlpe_buf_free(&a);
+    mlpe_buf_free(&b);
+}
+
+/* ---- template hits ---------------------------------------------------------
+ *
+ * A payload that differs from the template only inside the hole's literal
+ * (mlpe_oai.c, "The template") is rare among mutations of one input.  So
+ * each string literal of the input in turn has its body replaced by others,
+ * and the variants are decoded in a row by one decoder, right after the
+ * input itself: when the literal is the hole they take the fast path (or
+ * must miss it, for bodies that are no single string body), otherwise they
+ * differ in the prefix or suffix. */
+
+typedef struct literal {
+    size_t body, end; /* the body is [body, end); the closing quote is at end */
+    int value;        /* preceded by ':' (a member value, not a name) */
+} literal;
+
+#define MAX_LITERALS 64
+
+/* The string literals of s[0..n), found as a JSON scanner would whether or
+ * not the text around them is valid; returns how many (up to max). */
+static size_t find_literals(const uint8_t *s, size_t n, literal *out, size_t max) {
+    size_t i = 0, k = 0;
+    uint8_t prev = 0; /* the last byte outside strings that is no whitespace */
+    while (i < n && k < max) {
+        size_t start;
+        if (s[i] != '"') {
+            if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r')
+                prev = s[i];
+            i++;
+            continue;
+        }
+        start = ++i;
+        while (i < n && s[i] != '"')
+            i += s[i] == '\\' ? 2 : 1;
+        if (i >= n)
+            break;
+        out[k].body = start;
+        out[k].end = i;
+        out[k].value = prev == ':';
+        k++;
+        prev = '"';
+        i++;
+    }
+    return k;
+}
+
+/* Decodes data[0..len) (copied to an exact-size block) with the shared
+ * decoder and with a fresh one; the results must be equal and valid. */
+static void oai_twice(mlpe_oai_decoder *shared, const uint8_t *data, size_t len, mlpe_buf *a,
+                      mlpe_buf *b) {
+    uint8_t *event = fuzz_dup(data, len);
+    mlpe_oai_decoder fresh;
+    int code;
+    a->len = b->len = 0;
+    code = oai_run(shared, event, len, a);
+    check_validity(code, event, len);
+    FUZZ_CHECK(mlpe_oai_init(&fresh) == MLPE_OK);
+    oai_run(&fresh, event, len, b);
+    mlpe_oai_free(&fresh);
+    fuzz_logs_equal(a, b, "oai template sequence vs fresh decoder");
+    free(event);
+}
+
+static void oai_holes(const uint8_t *data, size_t size, uint64_t h) {
+    /* String bodies: valid ones (plain, around the 16-byte copy of the fast
+     * path, escaped, non-ASCII), then bytes that are not one string body. */
+    static const char *const bodies[] = {
+        "", "b", "hello world", "0123456789abcde", "0123456789abcdef", "0123456789abcdefg",
+        "\\n", "\\\"", "a\\\"b", "\\\\", "\\/", "\\u00e9", "\\ud83d\\ude00", "\\ud800",
+        "\\ud83d", "\xc3\xa9", "\xf0\x9f\x98\x80", "\x7f",
+        "\xff", "\xc3", "\xe2\x82", "\xed\xa0\x80", "\x01", "\n", "\\", "abc\\", "\\x", "\\u12",
+        "\"", "a\"b", "a\",\"content\":\"b", "a\",\"x\":[\"",
+    };
+    const size_t n_bodies = sizeof bodies / sizeof bodies[0];
+    literal lits[MAX_LITERALS];
+    size_t n = find_literals(data, size, lits, MAX_LITERALS), i;
+    mlpe_oai_decoder shared;
+    mlpe_buf a, b, variant;
+    mlpe_buf_init(&a);
+    mlpe_buf_init(&b);
+    mlpe_buf_init(&variant);
+    FUZZ_CHECK(mlpe_oai_init(&shared) == MLPE_OK);
+    for (i = 0; i < n; i++) {
+        const literal *l = &lits[i];
+        size_t r;
+        /* Every member value; of the names, one in four (they never hit). */
+        if (!l->value && ((h >> 16) + i) % 4 != 0)
+            continue;
+        oai_twice(&shared, data, size, &a, &b);
+        for (r = 0; r < 4; r++) {
+            const uint8_t *body;
+            size_t body_len;
+            if (r < 3) {
+                body = (const uint8_t *)bodies[(h + i * 5 + r * 11) % n_bodies];
+                body_len = strlen((const char *)body);
+            } else { /* some bytes of the input, its own strings included */
+                size_t from = size ? (size_t)((h >> 24) + i * 13) % size : 0;
+                body = data + from;
+                body_len = (size_t)((h >> 40) % 24);
+                if (body_len > size - from)
+                    body_len = size - from;
+            }
+            variant.len = 0;
+            FUZZ_CHECK(mlpe_buf_reserve(&variant, size + body_len + 1) == MLPE_OK);
+            memcpy(variant.ptr, data, l->body);
+            if (body_len)
+                memcpy(variant.ptr + l->body, body, body_len);
+            memcpy(variant.ptr + l->body + body_len, data + l->end, size - l->end);
+            variant.len = size - (l->end - l->body) + body_len;
+            oai_twice(&shared, variant.ptr, variant.len, &a, &b);
+        }
+    }
+    mlpe_oai_free(&shared);
+    mlpe_buf_free(&a);
+    mlpe_buf_free(&b);
+    mlpe_buf_free(&variant);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -369,7 +549,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     mlpe_oai_decoder d;
     mlpe_buf first, other;
     uint8_t *exact, *padded;
-    int code, expect, truncated, is_object;
+    int code;
 
     mlpe_buf_init(&first);
     mlpe_buf_init(&other);
@@ -377,25 +557,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     exact = fuzz_dup(data, size);
     code = oai_run(&d, exact, size, &first);
-
-    /* Against the independent validator (J1-J4, S1). */
-    expect = jv_validate(exact, size, &truncated, &is_object);
-    if (code != MLPE_E_NOMEM) {
-        if (expect == MLPE_OK) {
-            FUZZ_CHECK(code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE ||
-                       code == MLPE_E_ENDPOINT_ERROR);
-            if (!is_object)
-                FUZZ_CHECK(code == MLPE_E_CHUNK_SHAPE);
-        } else if (truncated) {
-            /* "\xE2\x82" at the very end: an unterminated string or a cut
-             * UTF-8 sequence; either reading is fair. */
-            FUZZ_CHECK(code == MLPE_E_JSON_UTF8 || code == MLPE_E_JSON_SYNTAX);
-        } else {
-            FUZZ_CHECK(code == expect);
-        }
-    }
-    if (code == MLPE_OK || code == MLPE_E_CHUNK_SHAPE || code == MLPE_E_ENDPOINT_ERROR)
-        FUZZ_CHECK(fuzz_utf8_valid(exact, size));
+    check_validity(code, exact, size);
 
     /* Same decoder again: no state leaks from one chunk to the next. */
     oai_run(&d, exact, size, &other);
@@ -423,6 +585,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         oai_wrapped("", data, size, space, &other);
         fuzz_logs_equal(&first, &other, "oai plain vs trailing whitespace");
     }
+
+    if (memchr(data, '\n', size) != NULL)
+        oai_stream(data, size);
+    oai_holes(data, size, h);
 
     free(exact);
     mlpe_oai_free(&d);

@@ -46,7 +46,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define COV_BITS 16
 #define COV_SIZE ((size_t)1 << COV_BITS)
 
-static uint8_t cov_hits[COV_SIZE];  /* hit counts of the current run */
+/* Hit counts of the current run, scanned a word at a time. */
+static union {
+    uint64_t words[COV_SIZE / 8];
+    uint8_t bytes[COV_SIZE];
+} cov_hits;
 static uint8_t cov_known[COV_SIZE]; /* buckets seen so far, one bit each */
 static uintptr_t cov_prev;
 static size_t cov_features;         /* (edge, bucket) pairs seen */
@@ -65,7 +69,7 @@ NO_INSTRUMENT void __sanitizer_cov_trace_pc(void) {
     uintptr_t pc = (uintptr_t)__builtin_return_address(0) - (uintptr_t)&__sanitizer_cov_trace_pc;
     uintptr_t cur = (pc ^ (pc >> COV_BITS)) * 0x9E3779B1u;
     cur = (cur >> 8) & (COV_SIZE - 1);
-    cov_hits[(cur ^ cov_prev) & (COV_SIZE - 1)]++;
+    cov_hits.bytes[(cur ^ cov_prev) & (COV_SIZE - 1)]++;
     cov_prev = cur >> 1;
 }
 
@@ -86,23 +90,22 @@ static uint8_t cov_bucket(uint8_t hits) {
 /* Folds the current run into the known set; returns the new features. */
 static size_t cov_collect(void) {
     size_t i, fresh = 0;
-    const uint64_t *words = (const uint64_t *)(const void *)cov_hits;
     for (i = 0; i < COV_SIZE / 8; i++) {
         size_t k;
-        if (words[i] == 0)
+        if (cov_hits.words[i] == 0)
             continue;
         for (k = i * 8; k < i * 8 + 8; k++) {
             uint8_t b;
-            if (cov_hits[k] == 0)
+            if (cov_hits.bytes[k] == 0)
                 continue;
-            b = cov_bucket(cov_hits[k]);
+            b = cov_bucket(cov_hits.bytes[k]);
             if (!(cov_known[k] & b)) {
                 cov_known[k] |= b;
                 fresh++;
             }
         }
     }
-    memset(cov_hits, 0, sizeof cov_hits);
+    memset(&cov_hits, 0, sizeof cov_hits);
     cov_prev = 0;
     cov_features += fresh;
     return fresh;

@@ -39,6 +39,7 @@ __all__ = (
     "UnsupportedContentEncoding",
     "UnsupportedTransferCoding",
     "UnsupportedVersion",
+    "UsageError",
     "error_from_code",
     "error_name",
 )
@@ -80,6 +81,16 @@ class MlpeError(Exception):
 
 class LocalProtocolError(MlpeError, RuntimeError):
     """The caller used an API out of order (not the peer's fault)."""
+
+
+class UsageError(MlpeError, ValueError):
+    """The user asked for something that cannot run: a bad flag or YAML value,
+    a missing or malformed dataset file.
+
+    The message is one line that names the flag, key or file and the bad
+    value; the CLI prints it and exits with status 2 (the reference client's
+    "input validation" exit code).
+    """
 
 
 class ProtocolError(MlpeError, ValueError):

@@ -348,8 +348,16 @@ def sse_stream(draw: st.DrawFn) -> bytes:
         return draw(st.binary(max_size=200))
     boms = [b"", b"", b"\xef\xbb\xbf", b"\xef\xbb\xbf\xef\xbb\xbf", b"\xef\xbb"]
     out = draw(st.sampled_from(boms))
-    for line in draw(st.lists(sse_line(), max_size=25)):
-        out += line + draw(st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"]))
+    line_end = st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])
+    # Blocks of field lines, most with data and closed by a blank line (an
+    # event), some without (nothing to dispatch, or cut by the end).
+    for lines in draw(st.lists(st.lists(sse_line(), max_size=4), min_size=1, max_size=8)):
+        if draw(st.integers(0, 4)):
+            lines.insert(draw(st.integers(0, len(lines))), b"data:" + draw(SSE_TEXT))
+        for line in lines:
+            out += line + draw(line_end)
+        if draw(st.integers(0, 3)):
+            out += draw(line_end)
     if draw(st.booleans()):
         out += draw(sse_line())  # cut mid-line
     return corrupt(draw, out, max_edits=2) if draw(st.integers(0, 3)) == 0 else out

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
@@ -69,11 +70,19 @@ async def keep_alive_server(reader: asyncio.StreamReader, writer: asyncio.Stream
         await writer.drain()
 
 
-def run(coro: Awaitable[None]) -> None:
-    asyncio.run(coro)  # type: ignore[arg-type]
+Runner = Callable[[Coroutine[Any, Any, None]], None]
 
 
-def test_request_returns_a_timed_record() -> None:
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Runs a test's coroutine on each event loop the engine supports."""
+    if request.param == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return lambda coro: uvloop.run(coro)
+    return lambda coro: asyncio.run(coro)
+
+
+def test_request_returns_a_timed_record(run: Runner) -> None:
     async def main() -> None:
         async with serve(keep_alive_server) as url, Client(url) as client:
             records = [await client.request(BODY, sample_index=i) for i in range(3)]
@@ -91,7 +100,7 @@ def test_request_returns_a_timed_record() -> None:
     run(main())
 
 
-def test_issue_callbacks_run_once_per_request_and_first_token_when_asked() -> None:
+def test_issue_callbacks_run_once_per_request_and_first_token_when_asked(run: Runner) -> None:
     async def main() -> None:
         done: list[RequestRecord] = []
         firsts: list[int] = []
@@ -114,7 +123,7 @@ def test_issue_callbacks_run_once_per_request_and_first_token_when_asked() -> No
     run(main())
 
 
-def test_connection_close_means_a_new_connection() -> None:
+def test_connection_close_means_a_new_connection(run: Runner) -> None:
     async def closing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(http_response([sse_event(chat_chunk(content="a"))], transfer="close"))
@@ -130,7 +139,7 @@ def test_connection_close_means_a_new_connection() -> None:
     run(main())
 
 
-def test_stale_keep_alive_connection_is_retried_once() -> None:
+def test_stale_keep_alive_connection_is_retried_once(run: Runner) -> None:
     async def answers_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Answers one request, then drops the connection when the next
         # arrives: an idle close racing the client's write.
@@ -149,7 +158,7 @@ def test_stale_keep_alive_connection_is_retried_once() -> None:
     run(main())
 
 
-def test_connect_error_is_a_record() -> None:
+def test_connect_error_is_a_record(run: Runner) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]  # nothing listens once it is closed
@@ -164,7 +173,7 @@ def test_connect_error_is_a_record() -> None:
     run(main())
 
 
-def test_idle_timeout() -> None:
+def test_idle_timeout(run: Runner) -> None:
     async def stalls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(STREAM[: STREAM.index(b"[DONE]")])
@@ -181,7 +190,7 @@ def test_idle_timeout() -> None:
     run(main())
 
 
-def test_total_timeout() -> None:
+def test_total_timeout(run: Runner) -> None:
     async def trickles(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         for byte in STREAM:
@@ -197,7 +206,7 @@ def test_total_timeout() -> None:
     run(main())
 
 
-def test_close_mid_stream_is_incomplete() -> None:
+def test_close_mid_stream_is_incomplete(run: Runner) -> None:
     async def cuts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(STREAM[:150])
@@ -212,7 +221,7 @@ def test_close_mid_stream_is_incomplete() -> None:
     run(main())
 
 
-def test_http_error_status() -> None:
+def test_http_error_status(run: Runner) -> None:
     async def refuses(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while await read_request(reader) is not None:
             writer.write(
@@ -237,7 +246,7 @@ def test_http_error_status() -> None:
     run(main())
 
 
-def test_close_cancels_requests_in_flight() -> None:
+def test_close_cancels_requests_in_flight(run: Runner) -> None:
     async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         await asyncio.sleep(10)

@@ -935,7 +935,7 @@ def _dump(value: Any, ascii_only: bool) -> str:
 def _documents(draw: Any) -> bytes:
     top = draw(st.lists(st.tuples(st.sampled_from(_KEYS), _json), max_size=5))
     text = _dump(top, draw(st.booleans())) if top else "{}"
-    data = text.encode("utf-8", "surrogatepass")
+    data: bytes = text.encode("utf-8", "surrogatepass")
     wrap = draw(st.sampled_from([0, 0, 0, 62, 63, 64]))  # around the depth limit
     data = b"[" * wrap + data + b"]" * wrap
     for _ in range(draw(st.integers(0, 3))):
@@ -992,3 +992,447 @@ def test_depth_counts_values_a_duplicate_key_drops(oai: ModuleType) -> None:
     data = b"[" * 62 + b'{"choices":[[]],"choices":null}' + b"]" * 62
     error = oai.ChunkDecoder().decode(data, 1)
     assert isinstance(error, ChunkError) and error.code == ErrorCode.JSON_DEPTH
+
+
+# ---- the template: one decoder, many chunks ----------------------------------------------
+#
+# The compiled decoder remembers the last chunk whose result is one string
+# fragment, and decodes a chunk that differs from it only inside that
+# string's literal without the full pass (mlpe_oai.c, "The template").  No
+# result may depend on the chunks decoded before: the sequences below run
+# through ONE decoder, and are compared with a fresh decoder per chunk and
+# with the other implementation's single decoder.
+
+
+class Hole:
+    """A chunk with the body of one string literal cut out: ``hole(body)``
+    puts the raw bytes ``body`` in its place, ``hole.expect(text)`` is the
+    result when they are the JSON string body of ``text``."""
+
+    def __init__(self, payload: bytes | str, literal: bytes, expect: Any) -> None:
+        if isinstance(payload, str):
+            payload = payload.encode()
+        at = payload.index(literal)  # the first occurrence
+        self.prefix = payload[: at + 1]
+        self.suffix = payload[at + len(literal) - 1 :]
+        self.expect = expect
+
+    def __call__(self, body: bytes) -> bytes:
+        return self.prefix + body + self.suffix
+
+
+def _content(text: str) -> Delta:
+    return delta(content=text)
+
+
+def _reasoning(text: str) -> Delta:
+    return delta(reasoning=text)
+
+
+HOLES: dict[str, Hole] = {
+    "content": Hole(TYPICAL, b'"a"', _content),
+    "role": Hole(VLLM_ROLE, b'""', _content),
+    "reasoning": Hole(VLLM_REASONING, b'" so"', _reasoning),
+    "reasoning_content": Hole(SGLANG_REASONING, b'"Okay"', _reasoning),
+    # reasoning_content's literal; "reasoning" stays " so" in the suffix
+    "both_reasoning": Hole(VLLM_BOTH_REASONING, b'" so"', _reasoning),
+    "arguments": Hole(TOOL_ARGS, b'"{\\"lo"', lambda t: delta(tool_calls=(tool(0, arguments=t),))),
+    "name": Hole(
+        in_delta('"tool_calls":[{"index":3,"function":{"name":"n"}}]'),
+        b'"n"',
+        lambda t: delta(tool_calls=(tool(3, name=t),)),
+    ),
+    "id": Hole(
+        in_delta('"tool_calls":[{"id":"i","function":null}]'),
+        b'"i"',
+        lambda t: delta(tool_calls=(tool(0, id=t),)),
+    ),
+    "type": Hole(
+        in_delta('"tool_calls":[{"type":"t","index":null}]'),
+        b'"t"',
+        lambda t: delta(tool_calls=(tool(0, type=t),)),
+    ),
+    # the selected choice's call, after calls of a choice that is not selected
+    "second_choice_arguments": Hole(
+        '{"choices":[{"index":1,"delta":{"tool_calls":[{"id":"x"},{"id":"y"}]}},'
+        '{"index":0,"delta":{"tool_calls":[{"index":4,"function":{"arguments":"A"}}]}}]}',
+        b'"A"',
+        lambda t: delta(tool_calls=(tool(4, arguments=t),)),
+    ),
+    # four strings in the call: never a template, but the same results
+    "tool_first": Hole(
+        TOOL_FIRST,
+        b'""',
+        lambda t: delta(tool_calls=(tool(0, "call_abc", "function", "get_weather", t),)),
+    ),
+    "text": Hole(COMPLETIONS, b'" world"', _content),
+    "text_under_null_content": Hole(
+        '{"choices":[{"text":"t","delta":{"content":null}}]}', b'"t"', _content
+    ),
+    "content_over_text": Hole(
+        '{"choices":[{"text":"t","delta":{"content":"c"}}]}', b'"c"', _content
+    ),
+    "short_suffix": Hole('{"choices":[{"text":"t"}]}', b'"t"', _content),
+    "message": Hole('{"choices":[{"index":0,"message":{"content":"m"}}]}', b'"m"', _content),
+    "pretty": Hole(
+        json.dumps(json.loads(TYPICAL), indent="\t", separators=(" ,\r\n", " : ")),
+        b'"a"',
+        _content,
+    ),
+    "finish": Hole(
+        TYPICAL.replace(b'"finish_reason":null', b'"finish_reason":"stop"'),
+        b'"a"',
+        lambda t: delta(content=t, finish_reason="stop"),
+    ),
+    "usage": Hole(
+        TYPICAL[:-1] + b',"usage":{"total_tokens":3}}',
+        b'"a"',
+        lambda t: delta(content=t, usage={"total_tokens": 3}),
+    ),
+    "duplicate": Hole(in_delta('"content":"a","content":"zz"'), b'"zz"', _content),
+    "top_duplicate": Hole(
+        '{"choices":[{"delta":{"content":"a"}}],"choices":[{"delta":{"content":"b"}}]}',
+        b'"b"',
+        _content,
+    ),
+}
+
+# String bodies, as raw bytes: valid ones with the text they stand for ...
+GOOD_BODIES: list[tuple[bytes, str]] = [
+    (b"b", "b"),
+    (b"", ""),
+    (b"hello world", "hello world"),
+    (b"x" * 15, "x" * 15),
+    (b"x" * 16, "x" * 16),
+    (b"x" * 17, "x" * 17),
+    (b"y" * 300, "y" * 300),
+    ("é世😀".encode(), "é世😀"),
+    ("\u00e9".encode(), "\u00e9"),
+    ("\U0010ffff".encode(), "\U0010ffff"),
+    (rb"\n", "\n"),
+    (rb"\"", '"'),
+    (rb"a\"b", 'a"b'),
+    (rb"\\", "\\"),
+    (rb"\\\\", "\\\\"),
+    (rb"\\\"", '\\"'),
+    (rb"\/", "/"),
+    (rb"\u00e9\u00E9", "éé"),
+    (rb"\ud83d\ude00", "😀"),
+    (rb"\ud800", "\ufffd"),
+    (rb"\ud83d", "\ufffd"),
+    (rb"x\udc00", "x\ufffd"),
+    (rb"\u0000", "\x00"),
+    (rb"\t" * 20 + "é".encode() * 20, "\t" * 20 + "é" * 20),
+    (b"\x7f", "\x7f"),
+]
+
+# ... and bytes that are not one string body, with the code of the chunk
+# (None: it depends on the chunk; these make valid JSON of other shapes, or
+# errors further on).
+BAD_BODIES: list[tuple[bytes, ErrorCode | None]] = [
+    (b"\xff", UTF8),
+    (b"\xc3", UTF8),  # cut short by the closing quote
+    (b"\xe2\x82", UTF8),
+    (b"\xf0\x9f\x98", UTF8),
+    (b"\xed\xa0\x80", UTF8),
+    (b"\xc0\x80", UTF8),
+    (b"a\x80", UTF8),
+    (b"\x00", SYNTAX),
+    (b"\x01", SYNTAX),
+    (b"\x1f", SYNTAX),
+    (b"a\nb", SYNTAX),
+    (b"\t", SYNTAX),
+    (b"\\", SYNTAX),  # escapes the closing quote
+    (b"abc\\", SYNTAX),
+    (b"\\\\\\", SYNTAX),
+    (b"\\x", SYNTAX),
+    (b"\\u12", SYNTAX),
+    (b"\\u", SYNTAX),
+    (b"\\ud83d\\u12", SYNTAX),
+    (b'"', SYNTAX),
+    (b'a"b', SYNTAX),
+    (b'a" ', SYNTAX),
+    (b'a","content":"b', None),
+    (b'a","reasoning":"r', None),
+    (b'a","finish_reason":"stop', None),
+    (b'a","x":"', None),
+    (b'a","x":["', None),
+]
+
+
+def _sequence(mod: ModuleType, payloads: list[bytes]) -> list[Delta | ChunkError]:
+    decoder = mod.ChunkDecoder()
+    return [decoder.decode(p, T) for p in payloads]
+
+
+def _assert_history_free(mod: ModuleType, payloads: list[bytes]) -> list[Delta | ChunkError]:
+    """One decoder gives what a fresh decoder per chunk gives."""
+    results = _sequence(mod, payloads)
+    for payload, result in zip(payloads, results, strict=True):
+        assert result == mod.ChunkDecoder().decode(payload, T), payload
+    return results
+
+
+def _good_strings(hole: Hole) -> list[bytes]:
+    return [hole(body) for _ in range(2) for body, _ in [(b"a", "a"), *GOOD_BODIES]]
+
+
+def _bad_strings(hole: Hole) -> list[bytes]:
+    return [x for body, _ in BAD_BODIES for x in (hole(b"ok"), hole(body), hole(body))]
+
+
+def _shape_switches() -> list[bytes]:
+    # Runs of 1 to 3 chunks of one shape, then of another, for every pair.
+    names = ["role", "content", "reasoning", "reasoning_content", "arguments", "text", "name"]
+    payloads = []
+    for a in names:
+        for b in names:
+            for run in range(1, 4):
+                payloads += [HOLES[a](b"%s%d" % (b.encode(), i)) for i in range(run)]
+                payloads += [HOLES[b](b"\\u00e9%d" % i) for i in range(run)]
+    return payloads
+
+
+def _edits(hole: Hole) -> list[bytes]:
+    # Every one-byte change, deletion and inserted space, each right after a
+    # chunk that fits the template, and followed by one.
+    base = hole(b"tok")
+    payloads = []
+    for at in range(len(base)):
+        for edited in (
+            base[:at] + bytes([base[at] ^ 1]) + base[at + 1 :],
+            base[:at] + base[at + 1 :],
+            base[:at] + b" " + base[at:],
+        ):
+            payloads += [hole(b"t%d" % at), edited, hole(b"t\\n%d" % at)]
+    return payloads
+
+
+def _missing_quotes() -> list[bytes]:
+    prefix, suffix = HOLES["content"].prefix, HOLES["content"].suffix
+    cases = [
+        prefix + b"abc" + suffix[1:],  # no closing quote
+        prefix[:-1] + b"abc" + suffix,  # no opening quote
+        prefix + b"abc" + suffix[1:] + b'"',
+        prefix + suffix,
+        prefix + suffix[1:],
+        prefix[:-1] + suffix,
+        prefix + b'"' + suffix,
+        prefix,
+        suffix,
+        prefix + b"a",
+        b"a" + suffix,
+        suffix + prefix,
+        prefix + b"a" + suffix + b" ",
+        b" " + prefix + b"a" + suffix,
+        prefix + b"a" + suffix + suffix,
+        prefix + b"a" + suffix[:-1],
+    ]
+    return [x for case in cases for x in (HOLES["content"](b"b"), case)]
+
+
+def _stamped(n: int) -> bytes:
+    # Differs outside the string every time (a per-chunk stamp).
+    return TYPICAL[:-1].replace(b'"a"', b'"s%d"' % n) + b',"stamp":%d}' % n
+
+
+def _misses_then_hits() -> list[bytes]:
+    # Long enough for the compiled decoder to stop trying for a while.
+    payloads = []
+    for i in range(700):
+        payloads.append(_stamped(i))
+        if i % 97 == 0:
+            payloads += [b"{", HOLES["content"](b"%d" % i)]
+    return payloads + [HOLES["content"](b"p%d" % i) for i in range(300)]
+
+
+SEQUENCES: dict[str, Any] = {
+    **{f"good_{name}": (lambda h=hole: _good_strings(h)) for name, hole in HOLES.items()},
+    **{f"bad_{name}": (lambda h=hole: _bad_strings(h)) for name, hole in HOLES.items()},
+    **{
+        f"edits_{name}": (lambda h=HOLES[name]: _edits(h))
+        for name in ("content", "reasoning_content", "arguments", "short_suffix", "duplicate")
+    },
+    "shape_switches": _shape_switches,
+    "missing_quotes": _missing_quotes,
+    "misses_then_hits": _misses_then_hits,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOLES))
+def test_template_good_strings(oai: ModuleType, name: str) -> None:
+    hole = HOLES[name]
+    results = _assert_history_free(oai, _good_strings(hole))
+    texts = [text for _ in range(2) for text in ["a", *(t for _, t in GOOD_BODIES)]]
+    assert results == [hole.expect(text) for text in texts]
+
+
+@pytest.mark.parametrize("name", sorted(HOLES))
+def test_template_bad_strings(oai: ModuleType, name: str) -> None:
+    hole = HOLES[name]
+    results = _assert_history_free(oai, _bad_strings(hole))
+    for i, (_, code) in enumerate(BAD_BODIES):
+        ok, bad, again = results[3 * i : 3 * i + 3]
+        assert ok == hole.expect("ok")
+        assert bad == again
+        if code is not None:
+            assert isinstance(bad, ChunkError) and bad.code == code, BAD_BODIES[i]
+
+
+def test_template_switching_shapes(oai: ModuleType) -> None:
+    payloads = _shape_switches()
+    results = _assert_history_free(oai, payloads)
+    expected = []
+    for payload in payloads:
+        hole = next(h for h in HOLES.values() if payload.startswith(h.prefix))
+        body = payload[len(hole.prefix) : len(payload) - len(hole.suffix)]
+        expected.append(hole.expect(json.loads(b'"' + body + b'"')))
+    assert results == expected
+
+
+@pytest.mark.parametrize("name", ["content", "reasoning_content", "arguments", "short_suffix"])
+def test_template_prefix_and_suffix_edits(oai: ModuleType, name: str) -> None:
+    _assert_history_free(oai, _edits(HOLES[name]))
+
+
+def test_template_missing_quotes(oai: ModuleType) -> None:
+    results = _assert_history_free(oai, _missing_quotes())
+    assert results[0] == delta(content="b")
+    assert results[1] == ChunkError(SYNTAX, "", _missing_quotes()[1], T)
+
+
+def test_template_duplicate_keys(oai: ModuleType) -> None:
+    content = HOLES["content"]
+
+    def dup(first: str, second: str) -> bytes:
+        return in_delta(f'"content":{first},"content":{second}').encode()
+
+    cases: list[tuple[bytes, Delta | ErrorCode]] = [
+        (content(b"a"), delta(content="a")),
+        # A duplicate "content" inside the hole or added to the suffix wins.
+        (content(b'b","content":"c'), delta(content="c")),
+        (content(b"b").replace(b'"}', b'","content":"c"}', 1), delta(content="c")),
+        (content(b"b").replace(b'"}', b'","content":null}', 1), delta()),
+        (content(b"b").replace(b'"}', b'","content":7}', 1), SHAPE),
+        (content(b"d"), delta(content="d")),
+        # A template taken from a chunk with a duplicate: its hole is the winner.
+        (dup('"a"', '"b"'), delta(content="b")),
+        (dup('"a"', '"c"'), delta(content="c")),
+        (dup('"x"', '"c"'), delta(content="c")),
+        (dup('"x"', '"\\u00e9"'), delta(content="é")),
+        (dup('"x"', "null"), delta()),
+        (dup('"x"', "1"), SHAPE),
+        (dup('"y"', '"z"'), delta(content="z")),
+        (dup("null", '"z"'), delta(content="z")),
+        (dup("1", '"z"'), delta(content="z")),
+        (dup("1", '"w"'), delta(content="w")),
+        (dup('"a"', "null"), delta()),
+        (dup('"v"', "null"), delta()),
+        (dup('"a"', "1"), SHAPE),
+        (dup('"q"', "1"), SHAPE),
+        (HOLES["top_duplicate"](b"k"), delta(content="k")),
+        (HOLES["top_duplicate"](b"l"), delta(content="l")),
+        (HOLES["top_duplicate"](b"l").replace(b'"a"', b'"m"'), delta(content="l")),
+        (HOLES["top_duplicate"](b"l").replace(b'"a"', b"1"), delta(content="l")),
+        (HOLES["top_duplicate"](b"l").replace(b'{"content":"l"}', b"1"), SHAPE),
+    ]
+    results = _assert_history_free(oai, [p for p, _ in cases])
+    for (payload, expected), result in zip(cases, results, strict=True):
+        if isinstance(expected, Delta):
+            assert result == expected, payload
+        else:
+            assert isinstance(result, ChunkError) and result.code == expected, payload
+
+
+def test_template_finish_reason_and_usage(oai: ModuleType) -> None:
+    content, finish, usage = HOLES["content"], HOLES["finish"], HOLES["usage"]
+    real = dict(REAL)
+    cases: list[tuple[bytes, Delta]] = [
+        (content(b"a"), delta(content="a")),
+        (finish(b"b"), delta(content="b", finish_reason="stop")),
+        (content(b"c"), delta(content="c")),
+        (content(b"d"), delta(content="d")),
+        (finish(b"e"), delta(content="e", finish_reason="stop")),
+        (finish(b"f"), delta(content="f", finish_reason="stop")),
+        (content(b"g"), delta(content="g")),
+        (usage(b"u"), delta(content="u", usage={"total_tokens": 3})),
+        (usage(b"v"), delta(content="v", usage={"total_tokens": 3})),
+        (content(b"h"), delta(content="h")),
+        (FINISH, real[FINISH]),
+        (USAGE_ONLY, real[USAGE_ONLY]),
+        (SGLANG_FINAL, real[SGLANG_FINAL]),
+        (content(b"i"), delta(content="i")),
+    ]
+    assert _assert_history_free(oai, [p for p, _ in cases]) == [e for _, e in cases]
+
+
+def test_template_many_misses_then_hits(oai: ModuleType) -> None:
+    payloads = _misses_then_hits()
+    results = _assert_history_free(oai, payloads)
+    assert results[0] == delta(content="s0")
+    assert results[-1] == delta(content="p299")
+
+
+@pytest.mark.parametrize("name", sorted(SEQUENCES))
+def test_template_sequences_agree(name: str) -> None:
+    payloads = SEQUENCES[name]()
+    c_impl, py_impl = (wire_module("oai", impl) for impl in IMPLS)
+    for payload, c_result, py_result in zip(
+        payloads, _sequence(c_impl, payloads), _sequence(py_impl, payloads), strict=True
+    ):
+        assert c_result == py_result, payload
+
+
+_HOLE_BYTES = [0x00, 0x01, 0x0A, 0x22, 0x5C, 0x75, 0x80, 0xBF, 0xC3, 0xE2, 0xED, 0xF0, 0xFF]
+_EDIT_BYTES = [0x00, 0x20, 0x22, 0x2C, 0x30, 0x3A, 0x5B, 0x5C, 0x5D, 0x7B, 0x7D, 0x80, 0xC3, 0xFF]
+_TEXTS = st.one_of(
+    st.text(max_size=24),
+    st.sampled_from(
+        ["", "a", " ", '"', "\\", "é", "世", "😀", "\ud800", "\udc00x", "\x00", "\x7f"]
+    ),
+)
+
+
+@st.composite
+def _chunk_sequences(draw: Any) -> list[bytes]:
+    """Chunks of one to three shapes with random strings, some corrupted
+    (inside the string's literal or anywhere)."""
+    holes = draw(st.lists(st.sampled_from(sorted(HOLES)), min_size=1, max_size=3))
+    sequence = []
+    for _ in range(draw(st.integers(1, 14))):
+        hole = HOLES[draw(st.sampled_from(holes))]
+        text = draw(_TEXTS)
+        body = json.dumps(text, ensure_ascii=draw(st.booleans()))[1:-1].encode(
+            "utf-8", "surrogatepass"
+        )
+        data = hole(body)
+        for _ in range(draw(st.sampled_from([0, 0, 0, 0, 1, 1, 2]))):
+            inside = draw(st.booleans())
+            at = draw(
+                st.integers(len(hole.prefix) - 1, len(hole.prefix) + len(body))
+                if inside
+                else st.integers(0, len(data))
+            )
+            at = min(at, len(data))
+            byte = bytes([draw(st.sampled_from(_HOLE_BYTES if inside else _EDIT_BYTES))])
+            edit = draw(st.sampled_from(["insert", "delete", "replace", "truncate"]))
+            if edit == "insert":
+                data = data[:at] + byte + data[at:]
+            elif edit == "delete":
+                data = data[:at] + data[at + 1 :]
+            elif edit == "replace":
+                data = data[:at] + byte + data[at + 1 :]
+            elif not inside:
+                data = data[:at]
+        sequence.append(data)
+    return sequence
+
+
+@pytest.mark.hypothesis
+@settings(max_examples=300, deadline=None)
+@given(_chunk_sequences())
+def test_hypothesis_template_sequences(payloads: list[bytes]) -> None:
+    c_impl, py_impl = (wire_module("oai", impl) for impl in IMPLS)
+    c_results = _sequence(c_impl, payloads)
+    assert c_results == _sequence(py_impl, payloads)
+    assert c_results == [c_impl.ChunkDecoder().decode(p, T) for p in payloads]

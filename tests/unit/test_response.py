@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 
 from mlpe_fast.errors import (
@@ -37,7 +38,6 @@ from mlpe_fast.wire.events import (
     ResponseSummary,
     ToolCall,
 )
-
 from tests.conftest import IMPLS, wire_module
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
@@ -174,8 +174,6 @@ def test_every_split_gives_the_same_summary_and_exact_stamps(
 
 
 def _replace(summary: ResponseSummary, **fields: Any) -> ResponseSummary:
-    import msgspec
-
     return msgspec.structs.replace(summary, **fields)
 
 
@@ -380,12 +378,16 @@ def test_framing_error_after_good_events(response: ModuleType) -> None:
 
 
 def test_content_encoding_is_refused(response: ModuleType) -> None:
-    data = http_response(sse_body(chat_chunk(content="a")), headers=[(b"Content-Encoding", b"gzip")])
+    data = http_response(
+        sse_body(chat_chunk(content="a")), headers=[(b"Content-Encoding", b"gzip")]
+    )
     decoder = response.ResponseDecoder()
     with pytest.raises(UnsupportedContentEncoding) as info:
         decoder.feed(data, 1)
     assert info.value.position == 0
-    ok = http_response(sse_body(chat_chunk(content="a")), headers=[(b"content-encoding", b"Identity")])
+    ok = http_response(
+        sse_body(chat_chunk(content="a")), headers=[(b"content-encoding", b"Identity")]
+    )
     assert feed_pieces(response, [ok])[1].summary().ok
 
 
@@ -416,7 +418,9 @@ def test_accepts_any_buffer(response: ModuleType) -> None:
 
 
 def test_media_type_with_parameters(response: ModuleType) -> None:
-    data = http_response(sse_body(chat_chunk(content="a")), content_type=b"Text/Event-Stream; charset=utf-8")
+    data = http_response(
+        sse_body(chat_chunk(content="a")), content_type=b"Text/Event-Stream; charset=utf-8"
+    )
     assert feed_pieces(response, [data])[1].summary().content == "a"
 
 
@@ -430,5 +434,49 @@ def test_implementations_agree(name: str) -> None:
             pieces = [data[i : i + step] for i in range(0, len(data), step)]
             events, decoder = feed_pieces(mod, pieces, record_chunk_times=True)
             results.append((step, events, decoder.summary()))
+    half = len(results) // 2
+    assert results[:half] == results[half:]
+
+
+def test_long_stream_of_alternating_shapes_agrees() -> None:
+    # One OpenAI decoder serves every event of a response, and the compiled
+    # one remembers the shape of the last chunk (mlpe_oai.c, "The
+    # template"): runs of chunks of one shape, shapes switching, strings
+    # with escapes and non-ASCII text, and broken chunks between them.
+    texts = ["a", "", " é", "世界", "😀", '"q"', "\\", "\n\t", "\u2028", "x" * 40]
+    chunks = [chat_chunk(role="assistant", content="")]
+    expected_content, expected_reasoning, expected_arguments = [], [], []
+    for i in range(600):
+        text = texts[i % len(texts)] + str(i)
+        shape = (i // 7) % 5 if i % 11 else i % 3
+        if shape in (0, 3):
+            chunks.append(chat_chunk(content=text))
+            expected_content.append(text)
+        elif shape == 1:
+            chunks.append(chat_chunk(reasoning=text))
+            expected_reasoning.append(text)
+        elif shape == 2:
+            chunks.append(chat_chunk(tool_calls=[tool_call_fragment(0, arguments=text)]))
+            expected_arguments.append(text)
+        else:  # broken: a raw control character, invalid UTF-8, a stray quote
+            bad = [b"\x01", b"\xff", b'"'][i % 3]
+            chunks.append(chat_chunk(content="X").replace(b'"X"', b'"X' + bad + b'"'))
+        if i % 97 == 0:
+            chunks.append(chat_chunk(content=text, extra={"stamp": i}))
+            expected_content.append(text)
+    chunks += [chat_chunk(finish_reason="stop"), chat_chunk(choices=False, usage=USAGE)]
+    data = http_response(sse_body(*chunks))
+    results = []
+    for impl in IMPLS:
+        mod = wire_module("response", impl)
+        for step in (len(data), 1500, 61):
+            pieces = [data[i : i + step] for i in range(0, len(data), step)]
+            events, decoder = feed_pieces(mod, pieces, record_chunk_times=True)
+            summary = decoder.summary()
+            assert summary.content == "".join(expected_content)
+            assert summary.reasoning == "".join(expected_reasoning)
+            assert summary.tool_calls[0].arguments == "".join(expected_arguments)
+            assert summary.chunk_errors == sum(1 for c in chunks if b'"X' in c)
+            results.append((step, events, summary))
     half = len(results) // 2
     assert results[:half] == results[half:]

@@ -112,8 +112,11 @@ class Client:
             port = parts.port or 80
         except ValueError as error:
             raise ClientConfigError(f"endpoint {base_url!r}: {error}") from None
-        for name, value in (("connect_timeout", connect_timeout), ("idle_timeout", idle_timeout),
-                            ("total_timeout", total_timeout)):
+        for name, value in (
+            ("connect_timeout", connect_timeout),
+            ("idle_timeout", idle_timeout),
+            ("total_timeout", total_timeout),
+        ):
             if value is not None and not value > 0:
                 raise ClientConfigError(f"{name} must be a positive number of seconds, not {value}")
         self.base_url = base_url

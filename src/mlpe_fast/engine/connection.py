@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import error_name
 from ..wire.events import ResponseSummary
@@ -101,8 +101,9 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
     # -- asyncio protocol -----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but
+        # they have its interface.
+        self.transport = cast(asyncio.Transport, transport)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             # A request is one write; tokens must not wait for Nagle.
@@ -131,7 +132,9 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
     def start(self, exchange: Exchange) -> None:
         assert self.transport is not None and self.exchange is None
         self.exchange = exchange
-        exchange.t_issue = self.begin(self.transport, exchange.request, exchange.on_first is not None)
+        exchange.t_issue = self.begin(
+            self.transport, exchange.request, exchange.on_first is not None
+        )
 
     def on_first_token(self, t_ns: int) -> None:
         exchange = self.exchange

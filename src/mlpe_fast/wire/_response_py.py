@@ -43,7 +43,15 @@ def _media_type_is(value: bytes, expected: bytes) -> bool:
 
 
 class _ToolCall:
-    __slots__ = ("arguments", "arguments_first_len", "id", "index", "name", "name_first_len", "type")
+    __slots__ = (
+        "arguments",
+        "arguments_first_len",
+        "id",
+        "index",
+        "name",
+        "name_first_len",
+        "type",
+    )
 
     def __init__(self, index: int) -> None:
         self.index = index
@@ -235,6 +243,7 @@ class ResponseDecoder:
         elif self._kind == _JSON:
             room = self._max_body - len(self._body)
             if len(data) > room:
+                self._body += data[:room]  # as C: independent of the split
                 self._fail(error_from_code(ErrorCode.BODY_TOO_LARGE, at + room))
             self._body += data
         else:  # R1: kept for its message, truncated
@@ -365,4 +374,3 @@ class ResponseDecoder:
             error_message=error_message,
             chunk_times=tuple(self._chunk_times) if self._chunk_times is not None else None,
         )
-

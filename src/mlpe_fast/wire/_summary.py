@@ -62,7 +62,8 @@ def tool_calls_after_first(
         arguments = call.arguments[arguments_len:]
         if name or arguments:
             after.append(
-                ToolCall(index=call.index, id=call.id, type=call.type, name=name, arguments=arguments)
+                ToolCall(
+                    index=call.index, id=call.id, type=call.type, name=name, arguments=arguments
+                )
             )
     return tuple(after)
-

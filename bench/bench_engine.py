@@ -1,0 +1,160 @@
+"""Client CPU per SSE event and per request, mlpe-fast against an aiohttp
+streaming client (what vLLM's and SGLang's benchmark scripts use), in one run.
+
+The simulated endpoint runs in its own process with no delays and streams
+1,000 one-character events per response; each benchmark round sends
+``REQUESTS`` requests at concurrency 64 and measures the client process's
+CPU time (``time.process_time``, all threads).  The per-request cost comes
+from a second run with one-token responses; the per-event cost is what the
+1,000-event responses add on top, divided by the events.
+
+    pytest bench/bench_engine.py -o python_files='bench_*.py' --benchmark-disable-gc -s
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+CONCURRENCY = 64
+REQUESTS = 640
+EVENTS = 1000
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """The simulated endpoint in a separate process (zero delay)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlpe_fast.sim.server", "--port", "0", "--output-len", "1000"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    url = line.split(" at ")[1].split()[0]
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def body(tokens: int) -> dict[str, Any]:
+    return {
+        "model": "mlpe-sim",
+        "messages": [{"role": "user", "content": "hello"}],
+        "stream": True,
+        "max_completion_tokens": tokens,
+    }
+
+
+async def run_mlpe_fast(url: str, tokens: int) -> int:
+    from mlpe_fast.engine import Client
+
+    events = 0
+    async with Client(url) as client:
+        done = asyncio.Event()
+        issued = 0
+        completed = 0
+        payload = json.dumps(body(tokens)).encode()
+
+        def on_done(record: Any) -> None:
+            nonlocal issued, completed, events
+            completed += 1
+            assert record.ok, record.error_message
+            events += record.response.content_events
+            if issued < REQUESTS:
+                issued += 1
+                client.issue(payload, on_done)
+            elif completed == REQUESTS:
+                done.set()
+
+        for _ in range(CONCURRENCY):
+            issued += 1
+            client.issue(payload, on_done)
+        await done.wait()
+    return events
+
+
+async def run_aiohttp(url: str, tokens: int) -> int:
+    """A streaming client written the way benchmark_serving-style scripts
+    are: aiohttp, iterate the body by lines, json-decode each event, stamp
+    the first and every later token with perf_counter."""
+    import aiohttp
+
+    events = 0
+    queue = iter(range(REQUESTS))
+    payload = body(tokens)
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal events
+        for _ in queue:
+            generated = ""
+            stamps: list[float] = []
+            async with session.post(f"{url}/v1/chat/completions", json=payload) as response:
+                async for raw in response.content:
+                    line = raw.strip()
+                    if not line:
+                        continue
+                    chunk = line.decode("utf-8").removeprefix("data: ")
+                    if chunk == "[DONE]":
+                        continue
+                    data = json.loads(chunk)
+                    if data["choices"] and (text := data["choices"][0]["delta"].get("content")):
+                        stamps.append(time.perf_counter())
+                        generated += text
+            events += len(stamps)
+
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(worker(session) for _ in range(CONCURRENCY)))
+    return events
+
+
+def cpu_of(run: Callable[[str, int], Awaitable[int]], url: str, tokens: int) -> tuple[float, int]:
+    loop_factory: Any = None
+    try:
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    except ImportError:
+        loop_factory = asyncio.new_event_loop
+    loop = loop_factory()
+    try:
+        start = time.process_time()
+        events = loop.run_until_complete(run(url, tokens))
+        return time.process_time() - start, events
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("client", ["mlpe-fast", "aiohttp"])
+def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
+    run = run_mlpe_fast if client == "mlpe-fast" else run_aiohttp
+    cpu_of(run, endpoint, 1)  # warm connections, imports and caches
+
+    samples: list[tuple[float, float]] = []
+
+    def measure() -> None:
+        per_request_cpu, _ = cpu_of(run, endpoint, 1)
+        streaming_cpu, events = cpu_of(run, endpoint, EVENTS)
+        assert events == REQUESTS * EVENTS
+        samples.append((per_request_cpu, streaming_cpu))
+
+    benchmark.pedantic(measure, rounds=3, iterations=1)
+    per_request_cpu = min(s[0] for s in samples)
+    streaming_cpu = min(s[1] for s in samples)
+    us_per_request = per_request_cpu / REQUESTS * 1e6
+    us_per_event = (streaming_cpu - per_request_cpu) / (REQUESTS * (EVENTS - 1)) * 1e6
+    benchmark.extra_info["cpu_us_per_request"] = us_per_request
+    benchmark.extra_info["cpu_us_per_event"] = us_per_event
+    print(f"\n{client}: {us_per_request:.1f} µs CPU per request, {us_per_event:.3f} µs per event")

@@ -1,0 +1,137 @@
+"""The self-audit: did the client stay out of the way of its own measurement?
+
+Three figures, reported with every run:
+
+* loop lag -- how late the event loop ran a callback it had scheduled.  A
+  probe asks to run every ``period`` and records how late it ran; a read
+  that arrives while the loop is busy waits about as long, so this bounds
+  how late reads were picked up (and so how late their stamps are).
+* issue lateness -- ``t_issue - t_sched`` per request: how far behind its
+  schedule the client sent it (zero by definition for closed-loop issuing,
+  meaningful for Poisson arrivals).
+* CPU -- the process's CPU time over the run, per request and per event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from array import array
+from collections.abc import Iterable
+
+import msgspec
+import numpy as np
+
+from ._reader import monotonic_ns
+from .record import RequestRecord
+
+__all__ = ("Audit", "LoopLagProbe", "audit_records")
+
+
+class Audit(msgspec.Struct, frozen=True, gc=False):
+    """Self-audit figures of a run (times in ms, CPU in s and µs)."""
+
+    loop_lag_p50_ms: float
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    issue_late_p50_ms: float
+    issue_late_p99_ms: float
+    cpu_s: float
+    cpu_us_per_request: float
+    cpu_us_per_event: float
+    requests: int
+    events: int
+    connections_opened: int
+    connect_ms_mean: float
+
+    def as_rows(self) -> dict[str, str]:
+        """Label -> value, for the report table."""
+        return {
+            "loop lag p50 / p99 / max": (
+                f"{self.loop_lag_p50_ms:.3f} / {self.loop_lag_p99_ms:.3f} / "
+                f"{self.loop_lag_max_ms:.3f} ms"
+            ),
+            "issue lateness p50 / p99": (
+                f"{self.issue_late_p50_ms:.3f} / {self.issue_late_p99_ms:.3f} ms"
+            ),
+            "client CPU": (
+                f"{self.cpu_s:.2f} s = {self.cpu_us_per_request:.1f} µs/request, "
+                f"{self.cpu_us_per_event:.3f} µs/event"
+            ),
+            "connections opened": (
+                f"{self.connections_opened} (mean setup {self.connect_ms_mean:.3f} ms)"
+            ),
+        }
+
+
+class LoopLagProbe:
+    """Measures event-loop lag while a run goes on (see module doc)."""
+
+    def __init__(self, period_s: float = 0.005) -> None:
+        self._period_ns = int(period_s * 1e9)
+        self._lags = array("q")
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0
+        self._cpu_start = 0
+
+    def start(self) -> None:
+        self._cpu_start = time.process_time_ns()
+        self._schedule(monotonic_ns())
+
+    def _schedule(self, now: int) -> None:
+        loop = asyncio.get_running_loop()
+        self._due = now + self._period_ns
+        # call_at takes the loop's clock (seconds); the lag is measured on
+        # ours, so only the difference between due and run time matters.
+        self._handle = loop.call_at(loop.time() + self._period_ns / 1e9, self._tick)
+
+    def _tick(self) -> None:
+        now = monotonic_ns()
+        self._lags.append(max(0, now - self._due))
+        self._schedule(now)
+
+    def stop(self) -> tuple[array[int], int]:
+        """Stops probing; returns the lags (ns) and the CPU time used (ns)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        return self._lags, time.process_time_ns() - self._cpu_start
+
+
+def _percentile_ms(values: np.ndarray, q: float) -> float:
+    if values.size == 0:
+        return 0.0
+    return float(np.percentile(values, q, method="lower")) / 1e6
+
+
+def audit_records(
+    records: Iterable[RequestRecord],
+    lags_ns: array[int],
+    cpu_ns: int,
+    connections_opened: int,
+    connect_ns_total: int,
+) -> Audit:
+    """The audit of a run from its records and the probe's readings."""
+    late = []
+    events = 0
+    requests = 0
+    for record in records:
+        requests += 1
+        events += record.response.events
+        late.append(record.t_issue - record.t_sched)
+    lags = np.frombuffer(lags_ns, dtype=np.int64) if len(lags_ns) else np.zeros(0, np.int64)
+    lateness = np.asarray(late, dtype=np.int64)
+    return Audit(
+        loop_lag_p50_ms=_percentile_ms(lags, 50),
+        loop_lag_p99_ms=_percentile_ms(lags, 99),
+        loop_lag_max_ms=float(lags.max()) / 1e6 if lags.size else 0.0,
+        issue_late_p50_ms=_percentile_ms(lateness, 50),
+        issue_late_p99_ms=_percentile_ms(lateness, 99),
+        cpu_s=cpu_ns / 1e9,
+        cpu_us_per_request=cpu_ns / 1e3 / requests if requests else 0.0,
+        cpu_us_per_event=cpu_ns / 1e3 / events if events else 0.0,
+        requests=requests,
+        events=events,
+        connections_opened=connections_opened,
+        connect_ms_mean=connect_ns_total / 1e6 / connections_opened if connections_opened else 0.0,
+    )
