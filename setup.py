@@ -76,7 +76,11 @@ def _extensions() -> list[Extension]:
         else:
             compile_args += ["-O3"]
         if SANITIZE:
-            san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+            san = [
+                "-fsanitize=address,undefined",
+                "-fno-omit-frame-pointer",
+                "-fno-sanitize-recover=undefined",
+            ]
             compile_args += san
             link_args += san
         if COVERAGE:
@@ -89,7 +93,10 @@ def _extensions() -> list[Extension]:
     extensions = [
         Extension(
             name,
-            sources=[name.replace(".", "/").replace("mlpe_fast", "src/mlpe_fast", 1) + ".pyx", *sources],
+            sources=[
+                name.replace(".", "/").replace("mlpe_fast", "src/mlpe_fast", 1) + ".pyx",
+                *sources,
+            ],
             include_dirs=["csrc"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

@@ -24,10 +24,16 @@ def main(path: str) -> int:
         name = bench["name"]
         piece = re.search(r"piece(\d+)", name)
         impl = re.search(r"-(c|py)\]", name)
-        column = "reference-style" if "reference_style" in name else f"mlpe-fast {impl[1] if impl else '?'}"
+        column = (
+            "reference-style"
+            if "reference_style" in name
+            else f"mlpe-fast {impl[1] if impl else '?'}"
+        )
         table[piece[1] if piece else "-"][column] = per_event
     columns = ["mlpe-fast c", "mlpe-fast py", "reference-style"]
-    print(f"{'piece (B)':>10} " + " ".join(f"{c:>16}" for c in columns) + f" {'ref/c':>8} {'py/c':>8}")
+    print(
+        f"{'piece (B)':>10} " + " ".join(f"{c:>16}" for c in columns) + f" {'ref/c':>8} {'py/c':>8}"
+    )
     for piece in sorted(table, key=lambda p: int(p) if p.isdigit() else 0):
         row = table[piece]
         cells = " ".join(f"{row[c]:>13.1f} ns" if c in row else f"{'':>16}" for c in columns)

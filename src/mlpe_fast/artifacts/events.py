@@ -1,0 +1,516 @@
+"""``events.jsonl`` and ``sample_idx_map.json`` in the reference client's format.
+
+One JSON object per line, as the reference's event logger writes its
+``EventRecord`` with ``msgspec.json`` (spec §3.2;
+``mlcommons/endpoints:src/inference_endpoint/core/record.py``,
+``core/types.py``, ``async_utils/services/event_logger/file_writer.py``)::
+
+    {"event_type":"sample.issued","timestamp_ns":123,"sample_uuid":"<32 hex>",
+     "conversation_id":"","turn":null,"data":["PromptData","<prompt>",null,null,null,null,null,null]}
+
+* ``event_type`` is the topic ``"<category>.<value>"``: ``session.started``,
+  ``session.start_performance_tracking``,
+  ``session.stop_performance_tracking``, ``session.ended``,
+  ``sample.issued``, ``sample.recv_first``, ``sample.recv_non_first``,
+  ``sample.complete``, ``error.generic`` (and ``error.loadgen``,
+  ``error.session``, ``error.client``);
+* ``timestamp_ns`` is ``CLOCK_MONOTONIC`` (``time.monotonic_ns()``): here
+  the engine's stamps, ISSUED = ``t_issue``, RECV_FIRST = ``t_first``,
+  COMPLETE = ``t_done`` (``t_end`` when the response never finished),
+  error = ``t_end``;
+* ``sample_uuid``, ``conversation_id`` (always ""), ``turn`` (always null)
+  and ``data`` are always present; ``finish_reason`` and ``worker_id`` only
+  on COMPLETE, and ``finish_reason`` only when the endpoint sent one;
+* ``data`` is a tagged array (msgspec ``array_like``; all fields written):
+  ``["PromptData", text, token_ids, messages, tools, chat_template_kwargs,
+  chat_template, tool_choice]`` on ISSUED, ``["TextModelOutput", output,
+  reasoning, tool_calls]`` on COMPLETE (null for a failed query),
+  ``["ErrorData", error_type, error_message]`` on errors.
+
+Streamed output is stored as the reference's SSE accumulator stores it
+(``openai/accumulator.py``): ``output`` is ``[first_chunk, rest]`` (one
+element when nothing followed, ``[]`` when nothing came); with reasoning,
+``reasoning`` is ``[first_chunk, rest]`` and ``output`` the whole content
+string; tool calls are a list of delta chunks, split at the first token.
+Non-streamed output is plain strings.  The reference's TPOT denominator,
+``TextModelOutput.text_after_first_chunk()``, thus reads the text that came
+after our ``t_first``.
+
+Per query the reference writes ISSUED; RECV_FIRST (streaming); for a
+failure ``error.generic`` then COMPLETE with null data; warmup queries get
+no COMPLETE (``load_generator/session.py``).  We write the same lines.
+
+Write-behind: lines are made when a query's record arrives (one msgspec
+``encode_lines`` call per record) and kept in memory, spilling to side files
+past ``spill_bytes``; :meth:`EventsWriter.close` writes the file.  A
+record's lines are placed by ``t_issue`` between the session events, so a
+query issued inside the performance window is inside it in the file even
+when it completes after ``stop_performance_tracking`` (consumers such as
+the reference's ``scripts/early_stopping_estimate_from_events.py`` take the
+window from line order).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+
+from ..engine.record import RequestRecord
+from ..wire.events import ResponseSummary, ToolCall
+
+__all__ = (
+    "ERROR_CLIENT",
+    "ERROR_GENERIC",
+    "ERROR_LOADGEN",
+    "ERROR_SESSION",
+    "SAMPLE_COMPLETE",
+    "SAMPLE_ISSUED",
+    "SAMPLE_RECV_FIRST",
+    "SAMPLE_RECV_NON_FIRST",
+    "SESSION_ENDED",
+    "SESSION_STARTED",
+    "SESSION_START_PERFORMANCE_TRACKING",
+    "SESSION_STOP_LOADGEN",
+    "SESSION_STOP_PERFORMANCE_TRACKING",
+    "WARMUP_PHASE",
+    "ErrorData",
+    "EventRecord",
+    "EventsWriter",
+    "PromptData",
+    "TextModelOutput",
+    "read_events",
+    "text_model_output",
+    "write_sample_idx_map",
+)
+
+SESSION_STARTED = "session.started"
+SESSION_ENDED = "session.ended"
+SESSION_STOP_LOADGEN = "session.stop_loadgen"
+SESSION_START_PERFORMANCE_TRACKING = "session.start_performance_tracking"
+SESSION_STOP_PERFORMANCE_TRACKING = "session.stop_performance_tracking"
+SAMPLE_ISSUED = "sample.issued"
+SAMPLE_RECV_FIRST = "sample.recv_first"
+SAMPLE_RECV_NON_FIRST = "sample.recv_non_first"
+SAMPLE_COMPLETE = "sample.complete"
+ERROR_GENERIC = "error.generic"
+ERROR_LOADGEN = "error.loadgen"
+ERROR_SESSION = "error.session"
+ERROR_CLIENT = "error.client"
+
+_SESSION_TOPICS = frozenset(
+    {
+        SESSION_STARTED,
+        SESSION_ENDED,
+        SESSION_STOP_LOADGEN,
+        SESSION_START_PERFORMANCE_TRACKING,
+        SESSION_STOP_PERFORMANCE_TRACKING,
+    }
+)
+_ERROR_TOPICS = frozenset({ERROR_GENERIC, ERROR_LOADGEN, ERROR_SESSION, ERROR_CLIENT})
+
+WARMUP_PHASE = "warmup"
+"""The phase name whose queries get no COMPLETE line and no sample_idx_map entry."""
+
+
+# The record types (same shapes, tags and defaults as the reference's) ----------------
+
+
+class PromptData(
+    msgspec.Struct,
+    tag=True,
+    kw_only=True,
+    frozen=True,
+    omit_defaults=True,
+    array_like=True,
+    gc=False,
+):
+    """What was asked (ISSUED): exactly one of ``text``, ``token_ids``, ``messages``."""
+
+    text: str | None = None
+    token_ids: tuple[int, ...] | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template: str | None = None
+    tool_choice: str | dict[str, Any] | None = None
+
+
+class TextModelOutput(
+    msgspec.Struct,
+    tag=True,
+    kw_only=True,
+    frozen=True,
+    omit_defaults=True,
+    array_like=True,
+    gc=False,
+):
+    """What came back (COMPLETE): strings, or ``(first_chunk, rest)`` when streamed."""
+
+    output: str | tuple[str, ...] = ""
+    reasoning: str | tuple[str, ...] | None = None
+    tool_calls: tuple[Any, ...] | None = None
+
+
+class ErrorData(
+    msgspec.Struct,
+    tag=True,
+    kw_only=True,
+    frozen=True,
+    omit_defaults=True,
+    array_like=True,
+    gc=False,
+):
+    """Why a query failed: error class name and a one-line message."""
+
+    error_type: str
+    error_message: str = ""
+
+
+class EventRecord(msgspec.Struct, kw_only=True, frozen=True, gc=False):
+    """One line of ``events.jsonl``."""
+
+    event_type: str
+    timestamp_ns: int
+    sample_uuid: str = ""
+    conversation_id: str = ""
+    turn: int | None = None
+    data: TextModelOutput | PromptData | ErrorData | None = None
+    finish_reason: str | msgspec.UnsetType = msgspec.UNSET
+    worker_id: int | msgspec.UnsetType = msgspec.UNSET
+
+
+_DECODER = msgspec.json.Decoder(EventRecord)
+
+
+def read_events(path: str | os.PathLike[str]) -> list[EventRecord]:
+    """Reads an ``events.jsonl`` (ours or the reference's) back into records."""
+    return _DECODER.decode_lines(Path(path).read_bytes())
+
+
+# Output shapes -----------------------------------------------------------------------
+
+
+def text_model_output(summary: ResponseSummary, *, streaming: bool) -> TextModelOutput:
+    """The COMPLETE payload of a response, shaped as the reference stores it
+    (module docstring)."""
+    if not streaming:
+        calls = tuple(_message_tool_call(tc) for tc in summary.tool_calls)
+        return TextModelOutput(
+            output=summary.content,
+            reasoning=summary.reasoning or None,
+            tool_calls=calls or None,
+        )
+    content = summary.content
+    reasoning = summary.reasoning
+    tool_calls = _tool_call_chunks(summary) if summary.tool_calls else None
+    if reasoning:
+        after = summary.reasoning_after_first
+        first = reasoning[: len(reasoning) - len(after)]
+        # An empty first part: the first token was content or a tool call and
+        # all reasoning came later; ("", rest) keeps rest in the TPOT text.
+        parts = (first, after) if after else (first,)
+        return TextModelOutput(output=content, reasoning=parts, tool_calls=tool_calls)
+    if content:
+        after = summary.content_after_first
+        first = content[: len(content) - len(after)]
+        return TextModelOutput(output=(first, after) if after else (first,), tool_calls=tool_calls)
+    return TextModelOutput(output=(), tool_calls=tool_calls)
+
+
+def _message_tool_call(call: ToolCall) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if call.id:
+        out["id"] = call.id
+    out["type"] = call.type or "function"
+    out["function"] = {"name": call.name, "arguments": call.arguments}
+    return out
+
+
+def _delta_tool_call(call: ToolCall, name: str | None, arguments: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": call.index}
+    if call.id:
+        out["id"] = call.id
+    if call.type:
+        out["type"] = call.type
+    function: dict[str, Any] = {}
+    if name:
+        function["name"] = name
+    function["arguments"] = arguments
+    out["function"] = function
+    return out
+
+
+def _tool_call_chunks(summary: ResponseSummary) -> tuple[tuple[dict[str, Any], ...], ...]:
+    """Tool calls as delta chunks: what arrived up to the first token, then the
+    rest.  A name stays whole in the chunk where it began, because the
+    reference's ``merge_tool_calls`` replaces names rather than appending."""
+    after_by_index = {tc.index: tc for tc in summary.tool_calls_after_first}
+    first: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
+    for call in summary.tool_calls:
+        after = after_by_index.get(call.index)
+        after_args = after.arguments if after is not None else ""
+        after_name = after.name if after is not None else ""
+        first_args = call.arguments[: len(call.arguments) - len(after_args)]
+        first_name = call.name[: len(call.name) - len(after_name)]
+        if first_name or first_args:
+            first.append(_delta_tool_call(call, call.name, first_args))
+            if after_args:
+                rest.append({"index": call.index, "function": {"arguments": after_args}})
+        else:
+            rest.append(_delta_tool_call(call, call.name, call.arguments))
+    return tuple(chunk for chunk in (tuple(first), tuple(rest)) if chunk)
+
+
+# The writer ------------------------------------------------------------------------
+
+
+class _Segment:
+    """Lines between two session events: in memory, then in a side file.
+
+    A list of the encoded blobs, not one growing buffer: appending never
+    copies what is already there."""
+
+    __slots__ = ("chunks", "spill", "spill_path")
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.spill: IO[bytes] | None = None
+        self.spill_path: Path | None = None
+
+
+class EventsWriter:
+    """Writes ``events.jsonl`` from session events and finished queries.
+
+    Args:
+        path: the file to write (at :meth:`close`).
+        streaming: requests were streamed (RECV_FIRST lines, chunked output).
+        worker_id: the ``worker_id`` of COMPLETE lines (the reference's HTTP
+            worker index; mlpe-fast's event-loop process, 0 for one).
+        recv_non_first: also write a ``sample.recv_non_first`` line per
+            later content event (needs ``chunk_times`` in the records; the
+            reference does this with ``stream_all_chunks``).
+        spill_bytes: memory kept before lines go to side files.
+
+    Use::
+
+        with EventsWriter(run_dir / "events.jsonl", streaming=True) as events:
+            events.session(SESSION_STARTED)
+            events.session(SESSION_START_PERFORMANCE_TRACKING)
+            ... events.record(record, prompt) for each finished query ...
+            events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+            events.session(SESSION_ENDED)
+        write_sample_idx_map(run_dir / "sample_idx_map.json", events.sample_index_map)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        streaming: bool,
+        worker_id: int = 0,
+        recv_non_first: bool = False,
+        spill_bytes: int = 64 << 20,
+    ) -> None:
+        self.path = Path(path)
+        self.streaming = streaming
+        self.worker_id = worker_id
+        self.recv_non_first = recv_non_first
+        self.spill_bytes = spill_bytes
+        self.sample_index_map: dict[str, dict[str, int]] = {}
+        self._encoder = msgspec.json.Encoder()
+        self._segments: list[_Segment] = [_Segment()]
+        self._bounds: list[int] = []  # timestamp of the session line after each segment
+        self._session_lines: list[bytes] = []
+        self._buffered = 0
+        self._closed = False
+
+    def __enter__(self) -> EventsWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- input
+
+    def session(self, topic: str, timestamp_ns: int | None = None) -> None:
+        """A session event (``SESSION_*``), stamped now unless given."""
+        if topic not in _SESSION_TOPICS:
+            raise ValueError(f"not a session topic: {topic!r}")
+        t = time.monotonic_ns() if timestamp_ns is None else timestamp_ns
+        if self._bounds and t < self._bounds[-1]:
+            raise ValueError("session events must come in time order")
+        self._check_open()
+        self._session_lines.append(
+            self._encoder.encode(EventRecord(event_type=topic, timestamp_ns=t)) + b"\n"
+        )
+        self._bounds.append(t)
+        self._segments.append(_Segment())
+
+    def error(
+        self,
+        topic: str,
+        error_type: str,
+        message: str = "",
+        *,
+        timestamp_ns: int | None = None,
+        sample_uuid: str = "",
+    ) -> None:
+        """An error that is not a query's own failure (``ERROR_*`` topics)."""
+        if topic not in _ERROR_TOPICS:
+            raise ValueError(f"not an error topic: {topic!r}")
+        t = time.monotonic_ns() if timestamp_ns is None else timestamp_ns
+        line = EventRecord(
+            event_type=topic,
+            timestamp_ns=t,
+            sample_uuid=sample_uuid,
+            data=ErrorData(error_type=error_type, error_message=message),
+        )
+        self._place(t, self._encoder.encode(line) + b"\n")
+
+    def record(
+        self,
+        record: RequestRecord,
+        prompt: str | tuple[dict[str, Any], ...] | None = None,
+        *,
+        phase: str = "performance",
+    ) -> None:
+        """The lines of one finished query (module docstring).
+
+        Args:
+            record: the engine's record.
+            prompt: what was sent, for ISSUED's ``PromptData``: the (salted)
+                prompt text, the chat messages, or None when unknown.
+            phase: "performance", "warmup", or the accuracy dataset's name
+                (the ``sample_idx_map.json`` key).
+        """
+        uuid = record.sample_id
+        response = record.response
+        if prompt is None:
+            prompt_data = PromptData()
+        elif isinstance(prompt, str):
+            prompt_data = PromptData(text=prompt)
+        else:
+            prompt_data = PromptData(messages=prompt)
+        lines: list[EventRecord] = [
+            EventRecord(
+                event_type=SAMPLE_ISSUED,
+                timestamp_ns=record.t_issue,
+                sample_uuid=uuid,
+                data=prompt_data,
+            )
+        ]
+        t_first = response.t_first
+        if self.streaming and t_first is not None:
+            lines.append(
+                EventRecord(event_type=SAMPLE_RECV_FIRST, timestamp_ns=t_first, sample_uuid=uuid)
+            )
+            if self.recv_non_first and response.chunk_times:
+                lines.extend(
+                    EventRecord(event_type=SAMPLE_RECV_NON_FIRST, timestamp_ns=t, sample_uuid=uuid)
+                    for t in response.chunk_times[1:]
+                )
+        ok = record.error_class is None
+        if not ok:
+            lines.append(
+                EventRecord(
+                    event_type=ERROR_GENERIC,
+                    timestamp_ns=record.t_end,
+                    sample_uuid=uuid,
+                    data=ErrorData(
+                        error_type=record.error_class or "Error",
+                        error_message=record.error_message or "",
+                    ),
+                )
+            )
+        if phase != WARMUP_PHASE:
+            t_done = response.t_done
+            finish = response.finish_reason if ok else None
+            lines.append(
+                EventRecord(
+                    event_type=SAMPLE_COMPLETE,
+                    timestamp_ns=record.t_end if t_done is None else t_done,
+                    sample_uuid=uuid,
+                    data=text_model_output(response, streaming=self.streaming) if ok else None,
+                    finish_reason=finish if finish else msgspec.UNSET,
+                    worker_id=self.worker_id,
+                )
+            )
+            phase_map = self.sample_index_map.get(phase)
+            if phase_map is None:
+                phase_map = self.sample_index_map[phase] = {}
+            phase_map[uuid] = record.sample_index
+        self._place(record.t_issue, self._encoder.encode_lines(lines))
+
+    # -- output
+
+    def _place(self, t: int, data: bytes) -> None:
+        self._check_open()
+        bounds = self._bounds
+        if not bounds or t >= bounds[-1]:
+            segment = self._segments[-1]
+        else:
+            segment = self._segments[bisect.bisect_right(bounds, t)]
+        segment.chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > self.spill_bytes:
+            self._spill()
+
+    def _spill(self) -> None:
+        for i, segment in enumerate(self._segments):
+            if not segment.chunks:
+                continue
+            if segment.spill is None:
+                segment.spill_path = self.path.with_name(f"{self.path.name}.part{i}")
+                segment.spill = segment.spill_path.open("wb")
+            segment.spill.writelines(segment.chunks)
+            segment.chunks.clear()
+        self._buffered = 0
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("the events writer is closed")
+
+    def close(self) -> None:
+        """Writes the file (segments and session lines in order).  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.path.open("wb") as out:
+                for i, segment in enumerate(self._segments):
+                    if segment.spill is not None:
+                        segment.spill.writelines(segment.chunks)
+                        segment.spill.close()
+                        assert segment.spill_path is not None
+                        with segment.spill_path.open("rb") as part:
+                            shutil.copyfileobj(part, out, 1 << 20)
+                    else:
+                        out.writelines(segment.chunks)
+                    if i < len(self._session_lines):
+                        out.write(self._session_lines[i])
+        finally:
+            for segment in self._segments:
+                if segment.spill is not None:
+                    segment.spill.close()
+                if segment.spill_path is not None:
+                    segment.spill_path.unlink(missing_ok=True)
+            self._segments = []
+            self._session_lines = []
+
+
+def write_sample_idx_map(
+    path: str | os.PathLike[str], mapping: Mapping[str, Mapping[str, int]]
+) -> None:
+    """``sample_idx_map.json``: ``{phase: {sample_uuid: dataset_index}}``,
+    indented by two spaces, no final newline (as the reference writes it,
+    ``commands/benchmark/execute.py``, ``_write_scoring_artifacts``)."""
+    Path(path).write_bytes(msgspec.json.format(msgspec.json.encode(mapping), indent=2))

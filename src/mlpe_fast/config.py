@@ -1,0 +1,1052 @@
+"""The one run configuration, from the command line and/or a YAML file.
+
+:class:`RunConfig` is what ``mlpe-fast run`` executes.  It is built by
+:func:`resolve` from the ``run`` flags (:func:`add_run_arguments`) and an
+optional YAML file (:func:`load_yaml`); a flag given on the command line
+overrides the same setting in the file.
+
+Names follow the reference client, mlcommons/endpoints, so that its command
+lines and YAML files carry over (reference-client.md §3.1-3.2,
+``src/inference_endpoint/config/schema.py``):
+
+* flags: ``--endpoints``, ``--model``, ``--dataset`` (repeatable),
+  ``--tokenizer``, ``--load-pattern``, ``--concurrency``, ``--target-qps``,
+  ``--num-samples``, ``--duration``, ``--streaming``,
+  ``--max-output-tokens``, ``--report-dir``, ``--api-key``, ``--api-type``,
+  ``--warmup-requests``; mlpe-fast adds ``--timeout-connect``,
+  ``--timeout-idle``, ``--timeout-total``, ``--salt/--no-salt`` and the
+  seed flags.
+* YAML keys: ``endpoint_config.{endpoints, api_key, api_type}``,
+  ``model_params.{name, max_new_tokens, streaming, tokenizer_name,
+  temperature, seed, top_k, top_p, ...}``, ``datasets[].{name, type, path,
+  format, samples, parser.prompt, parser.system}``,
+  ``settings.load_pattern.{type, target_qps, target_concurrency}``,
+  ``settings.runtime.{n_samples_to_issue, min_duration_ms,
+  max_duration_ms, scheduler_random_seed, dataloader_random_seed}``,
+  ``settings.warmup.*``, ``report_dir``; what only mlpe-fast has lives
+  under a top-level ``mlpe_fast:`` block (``salt``, ``salt_random_seed``,
+  ``timeouts.{connect_s, idle_s, total_s}``).  Keys of the reference that
+  configure its own machinery (``settings.client``, ``settings.drain``,
+  ``enable_cpu_affinity``, ...) are accepted and have no effect; any other
+  key is an error that names it.  Strings may use ``${VAR}``,
+  ``${VAR:-default}`` and ``$$``, as in the reference.
+
+Values as in the reference: ``--duration`` and ``min_duration_ms`` are
+milliseconds unless suffixed (``600s``, ``10m``, ``1h``, ``500ms``);
+``--load-pattern`` takes ``max_throughput`` (alias ``offline``),
+``concurrency`` or ``poisson``; ``--api-type`` takes ``openai`` or
+``openai-completions`` (``openai_completions`` in YAML);
+``streaming: auto`` means on except for the Offline burst.
+
+Seeds (spec §2.5) default to MLPerf seed set A.  The salt seed defaults to
+``sample_index + 2``: the reference's only salt generator is
+``random.Random(warmup_random_seed + 2)`` with the warmup seed pinned to the
+sample-index seed by a ruleset (``mlpe_fast.load.salt``).  The warmup seed
+defaults to the sample-index seed, as under a pinned ruleset.
+
+Every mistake raises :class:`mlpe_fast.errors.UsageError` with one line that
+names the flag or key and the bad value; the CLI exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import msgspec
+
+from .errors import UsageError
+from .load.dataset import DATASET_FORMATS, DatasetSpec, parse_dataset_arg
+from .load.salt import default_salt_seed
+
+__all__ = (
+    "REDACTED",
+    "SEED_SET_A_MODEL",
+    "SEED_SET_A_SAMPLE_INDEX",
+    "SEED_SET_A_SCHEDULER",
+    "WARMUP_DATASET_PASS",
+    "ApiType",
+    "DatasetSpec",
+    "Generation",
+    "LoadPattern",
+    "RunConfig",
+    "Seeds",
+    "Streaming",
+    "Timeouts",
+    "add_run_arguments",
+    "load_yaml",
+    "resolve",
+)
+
+logger = logging.getLogger(__name__)
+
+LoadPattern = Literal["concurrency", "offline", "poisson"]
+ApiType = Literal["openai", "openai-completions"]
+Streaming = Literal["auto", "on", "off"]
+
+# MLPerf Endpoints seed set A (cohort 2026-10-C1; spec §2.5).
+SEED_SET_A_SCHEDULER = 10487924139932647040
+SEED_SET_A_SAMPLE_INDEX = 586478644936801402
+SEED_SET_A_MODEL = 9315206023656308754
+
+WARMUP_DATASET_PASS = -1
+"""``warmup_requests`` value for "warmup issues the dataset once" (the
+reference's ``settings.warmup`` with ``enabled: true`` and no ``n_requests``)."""
+
+REDACTED = "<redacted>"
+"""What a written config.yaml holds instead of a secret (spec §3.1)."""
+
+
+class Timeouts(msgspec.Struct, frozen=True, kw_only=True):
+    """Per-request limits (the reference has none; reference-client.md §1.2).
+
+    Attributes:
+        connect_s: to open a connection.
+        idle_s: longest silence while a response is awaited or streamed
+            (spec §3.5 recommends an idle timeout of at least 300 s).
+        total_s: whole request, None for no limit.
+    """
+
+    connect_s: float = 10.0
+    idle_s: float = 300.0
+    total_s: float | None = None
+
+
+class Seeds(msgspec.Struct, frozen=True, kw_only=True):
+    """RNG seeds (spec §2.5); defaults are seed set A.
+
+    ``salt`` and ``warmup`` default (None) to values derived from
+    ``sample_index``; :func:`resolve` always fills them in.
+    """
+
+    scheduler: int = SEED_SET_A_SCHEDULER
+    sample_index: int = SEED_SET_A_SAMPLE_INDEX
+    salt: int | None = None
+    warmup: int | None = None
+
+    @property
+    def salt_seed(self) -> int:
+        """The performance phase's salt seed: ``salt``, else ``sample_index + 2``."""
+        return default_salt_seed(self.sample_index) if self.salt is None else self.salt
+
+    @property
+    def warmup_seed(self) -> int:
+        """The warmup phase's base seed: ``warmup``, else ``sample_index``.
+
+        As in the reference: scheduler ``seed``, sample order ``seed + 1``,
+        salt ``seed + 2``.
+        """
+        return self.sample_index if self.warmup is None else self.warmup
+
+
+class Generation(msgspec.Struct, frozen=True, kw_only=True):
+    """Optional sampling parameters sent in every request (None: not sent)."""
+
+    temperature: float | None = None
+    seed: int | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The parameters that are set, by request field name."""
+        return {
+            name: getattr(self, name)
+            for name in self.__struct_fields__
+            if getattr(self, name) is not None
+        }
+
+
+class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything one ``mlpe-fast run`` point needs.
+
+    Attributes:
+        endpoints: base URLs (``http://host:port``); empty starts the
+            built-in simulated endpoint.
+        model: the ``model`` field of every request.
+        api_key: sent as ``Authorization: Bearer``; never written to disk.
+        api_type: "openai" (``/v1/chat/completions``) or
+            "openai-completions" (``/v1/completions``).
+        datasets: in configuration order.
+        tokenizer: Hugging Face id or local path for token counts (None:
+            the model name, as the reference).
+        load_pattern: "concurrency", "offline" (the reference's
+            ``max_throughput``) or "poisson".
+        concurrency: requests in flight for "concurrency".
+        target_qps: arrival rate for "poisson".
+        num_samples: queries to issue (the reference's
+            ``n_samples_to_issue``); None: the scheduler decides.
+        duration_s: minimum issue duration (``min_duration_ms``); None when
+            unset or 0.
+        max_duration_s: cap on the performance phase (``max_duration_ms``).
+        warmup_requests: 0 for no warmup, N, or :data:`WARMUP_DATASET_PASS`.
+        warmup_salt: salt warmup queries (default on: warmup may use
+            performance samples, spec §2.4).
+        warmup_drain: wait for warmup responses before measuring.
+        streaming: "on"/"off" after :func:`resolve` ("auto" resolved).
+        max_output_tokens: ``max_completion_tokens`` (chat) or
+            ``max_tokens`` (completions).
+        generation: optional sampling parameters.
+        report_dir: run folder; None lets the runner choose.
+        timeouts: per-request limits.
+        seeds: RNG seeds.
+        salt: salt performance queries (spec §2.5; accuracy never is).
+        name: benchmark name (YAML ``name``; by default "online_benchmark"
+            or "offline_benchmark", as the reference derives it).
+        use_legacy_loadgen_qps_metrics: the reference's Poisson QPS window
+            option, passed on to metrics.
+    """
+
+    endpoints: tuple[str, ...] = ()
+    model: str = ""
+    api_key: str | None = None
+    api_type: ApiType = "openai"
+    datasets: tuple[DatasetSpec, ...] = ()
+    tokenizer: str | None = None
+    load_pattern: LoadPattern = "concurrency"
+    concurrency: int = 1
+    target_qps: float | None = None
+    num_samples: int | None = None
+    duration_s: float | None = None
+    max_duration_s: float | None = None
+    warmup_requests: int = 0
+    warmup_salt: bool = True
+    warmup_drain: bool = False
+    streaming: Streaming = "auto"
+    max_output_tokens: int = 1024
+    generation: Generation = Generation()
+    report_dir: str | None = None
+    timeouts: Timeouts = Timeouts()
+    seeds: Seeds = Seeds()
+    salt: bool = True
+    name: str = ""
+    use_legacy_loadgen_qps_metrics: bool = True
+
+    @property
+    def stream(self) -> bool:
+        """Whether requests ask for a streamed response."""
+        if self.streaming == "auto":
+            return self.load_pattern != "offline"
+        return self.streaming == "on"
+
+    @property
+    def route(self) -> str:
+        """The request path for ``api_type``."""
+        if self.api_type == "openai-completions":
+            return "/v1/completions"
+        return "/v1/chat/completions"
+
+    @property
+    def performance_datasets(self) -> tuple[DatasetSpec, ...]:
+        return tuple(d for d in self.datasets if d.type == "performance")
+
+    @property
+    def accuracy_datasets(self) -> tuple[DatasetSpec, ...]:
+        return tuple(d for d in self.datasets if d.type == "accuracy")
+
+
+# YAML ---------------------------------------------------------------------------------
+
+
+def _yaml() -> Any:
+    # PyYAML ships no type information; importing it by name keeps mypy
+    # --strict clean with or without the types-PyYAML stubs installed.
+    return importlib.import_module("yaml")
+
+
+class _Ignored:
+    """A reference key that configures the reference's own machinery."""
+
+    def __init__(self, subtree: bool = False) -> None:
+        self.subtree = subtree
+
+
+class _Unsupported:
+    """A reference key for a feature mlpe-fast does not have."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+_IGNORE = _Ignored()
+_IGNORE_TREE = _Ignored(subtree=True)
+
+_Schema = Mapping[str, "str | _Ignored | _Unsupported | _Schema"]
+
+# YAML key -> internal field name (or marker); "datasets" is handled apart.
+_SCHEMA: _Schema = {
+    "name": "name",
+    "version": _IGNORE,
+    "type": "type",
+    "submission_ref": _IGNORE_TREE,
+    "benchmark_mode": "benchmark_mode",
+    "model_params": {
+        "name": "model",
+        "max_new_tokens": "max_output_tokens",
+        "streaming": "streaming",
+        "tokenizer_name": "tokenizer",
+        "temperature": "gen.temperature",
+        "seed": "gen.seed",
+        "top_k": "gen.top_k",
+        "top_p": "gen.top_p",
+        "repetition_penalty": "gen.repetition_penalty",
+        "presence_penalty": "gen.presence_penalty",
+        "frequency_penalty": "gen.frequency_penalty",
+        "chat_template_kwargs": "gen.chat_template_kwargs",
+        "min_new_tokens": _IGNORE,
+        "skip_special_tokens": _IGNORE,
+        "osl_distribution": _IGNORE_TREE,
+    },
+    "settings": {
+        "runtime": {
+            "min_duration_ms": "duration",
+            "max_duration_ms": "max_duration",
+            "n_samples_to_issue": "num_samples",
+            "scheduler_random_seed": "seed.scheduler",
+            "dataloader_random_seed": "seed.sample_index",
+            # the seed-set names of the submission rules (spec §2.5)
+            "scheduler_rng_seed": "seed.scheduler",
+            "sample_index_rng_seed": "seed.sample_index",
+        },
+        "load_pattern": {
+            "type": "load_pattern",
+            "target_qps": "target_qps",
+            "target_concurrency": "concurrency",
+            "use_legacy_loadgen_qps_metrics": "legacy_qps",
+        },
+        "warmup": {
+            "enabled": "warmup.enabled",
+            "n_requests": "warmup.n_requests",
+            "salt": "warmup.salt",
+            "drain": "warmup.drain",
+            "warmup_random_seed": "seed.warmup",
+        },
+        "client": _IGNORE_TREE,
+        "drain": _IGNORE_TREE,
+        "profiling": _IGNORE_TREE,
+        "early_stopping": _IGNORE_TREE,
+        "service_ready_timeout_s": _IGNORE,
+    },
+    "endpoint_config": {
+        "endpoints": "endpoints",
+        "api_key": "api_key",
+        "api_type": "api_type",
+    },
+    "report_dir": "report_dir",
+    "timeout": _IGNORE,
+    "verbose": _IGNORE,
+    "enable_cpu_affinity": _IGNORE,
+    "audit": _Unsupported("compliance audits"),
+    "mlpe_fast": {
+        "version": _IGNORE,
+        "salt": "salt",
+        "salt_random_seed": "seed.salt",
+        "timeouts": {
+            "connect_s": "timeout.connect",
+            "idle_s": "timeout.idle",
+            "total_s": "timeout.total",
+        },
+    },
+}
+
+_DATASET_KEYS = ("name", "type", "path", "format", "samples", "parser")
+_DATASET_IGNORED = ("eval_method", "accuracy_config")
+_DATASET_UNSUPPORTED = {
+    "generate_params": "predefined dataset generation",
+    "agentic_inference": "agentic datasets",
+    "generation_config_override": "per-dataset generation overrides",
+}
+
+_ENV_VAR = re.compile(r"\$\$|\$\{([A-Za-z_]\w*)(?::-([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Reads a run configuration file.
+
+    Environment variables in string values are substituted and every key is
+    checked against the schema (module docstring).
+
+    Raises:
+        UsageError: missing file, invalid YAML (with line and column), not a
+            mapping, an unset environment variable, an unknown key.
+    """
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"-c/--config: file not found: {where}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"-c/--config: cannot read {where}: {_one_line(e)}") from None
+    yaml = _yaml()
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or _one_line(e)
+        at = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
+        raise UsageError(f"{where}{at}: invalid YAML: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UsageError(f"{where}: expected a mapping of settings, got {_kind(data)}")
+    try:
+        substituted: dict[str, Any] = _substitute_env(data, "")
+        _, entries = _flatten_yaml(substituted)
+        for entry, entry_where in entries:
+            _dataset_from_yaml(entry, entry_where)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from None
+    return substituted
+
+
+def _substitute_env(value: Any, key: str) -> Any:
+    if isinstance(value, str):
+
+        def replace(match: re.Match[str]) -> str:
+            if match.group(0) == "$$":
+                return "$"
+            name = match.group(1) or match.group(3)
+            found = os.environ.get(name)
+            if found is not None:
+                return found
+            if match.group(2) is not None:
+                return match.group(2)
+            raise UsageError(f"{key}: environment variable ${name} is not set (no default)")
+
+        return _ENV_VAR.sub(replace, value)
+    if isinstance(value, dict):
+        return {k: _substitute_env(v, _join(key, str(k))) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute_env(v, f"{key}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+_Fields = dict[str, tuple[Any, str]]  # field -> (value, where it came from)
+
+
+def _flatten_yaml(data: Mapping[str, Any]) -> tuple[_Fields, list[tuple[Mapping[str, Any], str]]]:
+    """Maps YAML keys to fields; returns the fields and the dataset entries."""
+    fields: _Fields = {}
+    datasets: list[tuple[Mapping[str, Any], str]] = []
+    if "datasets" in data:
+        entries = data["datasets"]
+        if entries is not None:
+            if not isinstance(entries, list):
+                raise UsageError(f"datasets: expected a list of datasets, got {_kind(entries)}")
+            for i, entry in enumerate(entries):
+                if not isinstance(entry, dict):
+                    raise UsageError(f"datasets[{i}]: expected a mapping, got {_kind(entry)}")
+                datasets.append((entry, f"datasets[{i}]"))
+    _walk(data, _SCHEMA, "", fields, skip=("datasets",))
+    return fields, datasets
+
+
+def _walk(
+    data: Mapping[str, Any],
+    schema: _Schema,
+    prefix: str,
+    fields: _Fields,
+    skip: Sequence[str] = (),
+) -> None:
+    for key, value in data.items():
+        where = _join(prefix, str(key))
+        if key in skip:
+            continue
+        target = schema.get(str(key))
+        if target is None:
+            raise UsageError(f"unknown key {where!r}")
+        if value is None:  # YAML null: not set
+            continue
+        if isinstance(target, _Ignored):
+            logger.debug("config key %s has no effect in mlpe-fast", where)
+        elif isinstance(target, _Unsupported):
+            raise UsageError(f"{where}: {target.what} are not supported by mlpe-fast")
+        elif isinstance(target, str):
+            if target in fields and fields[target][0] != value:
+                raise UsageError(
+                    f"{where} ({value!r}) contradicts {fields[target][1]} ({fields[target][0]!r})"
+                )
+            fields[target] = (value, where)
+        elif not isinstance(value, dict):
+            raise UsageError(f"{where}: expected a mapping, got {_kind(value)}")
+        else:
+            _walk(value, target, where, fields)
+
+
+# Command line -------------------------------------------------------------------------
+
+# argparse dest -> (field, flag as shown in messages)
+_FLAGS: dict[str, tuple[str, str]] = {
+    "endpoints": ("endpoints", "--endpoints"),
+    "model": ("model", "--model"),
+    "api_key": ("api_key", "--api-key"),
+    "api_type": ("api_type", "--api-type"),
+    "tokenizer": ("tokenizer", "--tokenizer"),
+    "load_pattern": ("load_pattern", "--load-pattern"),
+    "concurrency": ("concurrency", "--concurrency"),
+    "target_qps": ("target_qps", "--target-qps"),
+    "num_samples": ("num_samples", "--num-samples"),
+    "duration": ("duration", "--duration"),
+    "max_duration": ("max_duration", "--max-duration"),
+    "warmup_requests": ("warmup.requests", "--warmup-requests"),
+    "warmup_salt": ("warmup.salt", "--warmup-salt"),
+    "warmup_drain": ("warmup.drain", "--warmup-drain"),
+    "streaming": ("streaming", "--streaming"),
+    "max_output_tokens": ("max_output_tokens", "--max-output-tokens"),
+    "report_dir": ("report_dir", "--report-dir"),
+    "timeout_connect": ("timeout.connect", "--timeout-connect"),
+    "timeout_idle": ("timeout.idle", "--timeout-idle"),
+    "timeout_total": ("timeout.total", "--timeout-total"),
+    "salt": ("salt", "--salt/--no-salt"),
+    "scheduler_seed": ("seed.scheduler", "--scheduler-seed"),
+    "sample_index_seed": ("seed.sample_index", "--sample-index-seed"),
+    "salt_seed": ("seed.salt", "--salt-seed"),
+    "warmup_seed": ("seed.warmup", "--warmup-seed"),
+}
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds the ``run`` flags to ``parser``.
+
+    Every flag defaults to None ("not given") so that :func:`resolve` can
+    tell a flag from a YAML value; values are checked by :func:`resolve`,
+    which raises :class:`UsageError`, not by argparse.
+    """
+    p = parser.add_argument_group("endpoint")
+    p.add_argument("-c", "--config", metavar="FILE", help="YAML run configuration")
+    p.add_argument(
+        "--endpoints",
+        nargs="+",
+        action="extend",
+        metavar="URL",
+        help="endpoint base URL(s), e.g. http://localhost:8000 "
+        "(none: start the built-in simulated endpoint)",
+    )
+    p.add_argument("--model", help="model name sent in every request")
+    p.add_argument("--api-key", metavar="KEY", help="API key (Authorization: Bearer)")
+    p.add_argument(
+        "--api-type",
+        metavar="TYPE",
+        help="openai (/v1/chat/completions, default) or openai-completions (/v1/completions)",
+    )
+
+    p = parser.add_argument_group("data")
+    p.add_argument(
+        "--dataset",
+        action="append",
+        metavar="SPEC",
+        help="[perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL]"
+        "[,format=jsonl|json|csv|parquet][,samples=N] (repeatable)",
+    )
+    p.add_argument("--tokenizer", metavar="NAME", help="tokenizer (HF id or path; default: model)")
+    p.add_argument(
+        "--max-output-tokens", metavar="N", help="max_completion_tokens per request (default 1024)"
+    )
+    p.add_argument("--streaming", metavar="MODE", help="auto (default), on or off")
+
+    p = parser.add_argument_group("load")
+    p.add_argument(
+        "--load-pattern",
+        metavar="PATTERN",
+        help="concurrency (default), max_throughput (alias offline) or poisson",
+    )
+    p.add_argument("--concurrency", metavar="N", help="requests in flight (default 1)")
+    p.add_argument("--target-qps", metavar="QPS", help="arrival rate for poisson")
+    p.add_argument("--num-samples", metavar="N", help="queries to issue")
+    p.add_argument(
+        "--duration", metavar="TIME", help="minimum duration: ms, or with a unit (600s, 10m)"
+    )
+    p.add_argument("--max-duration", metavar="TIME", help="cap on the performance phase")
+    p.add_argument(
+        "--warmup-requests", metavar="N", help="warmup queries before measuring (0: none)"
+    )
+    p.add_argument(
+        "--warmup-salt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="salt warmup queries (default on)",
+    )
+    p.add_argument(
+        "--warmup-drain",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="wait for warmup responses before measuring (default off)",
+    )
+
+    p = parser.add_argument_group("limits and seeds")
+    p.add_argument("--timeout-connect", metavar="S", help="connect timeout, seconds (default 10)")
+    p.add_argument(
+        "--timeout-idle", metavar="S", help="longest silence in a response, seconds (default 300)"
+    )
+    p.add_argument("--timeout-total", metavar="S", help="whole-request timeout, seconds")
+    p.add_argument(
+        "--salt",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="per-query salt on performance queries (default on)",
+    )
+    p.add_argument("--scheduler-seed", metavar="N", help="scheduler seed (default: seed set A)")
+    p.add_argument(
+        "--sample-index-seed", metavar="N", help="sample-order seed (default: seed set A)"
+    )
+    p.add_argument("--salt-seed", metavar="N", help="salt seed (default: sample-index seed + 2)")
+    p.add_argument(
+        "--warmup-seed", metavar="N", help="warmup seed (default: the sample-index seed)"
+    )
+
+    p = parser.add_argument_group("output")
+    p.add_argument("--report-dir", metavar="DIR", help="run folder")
+
+
+# Resolution -------------------------------------------------------------------------------
+
+
+def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None) -> RunConfig:
+    """Builds the :class:`RunConfig`: flags over YAML over defaults, checked.
+
+    Args:
+        args: parsed ``run`` flags (missing attributes count as not given).
+        yaml_dict: the output of :func:`load_yaml`; None to load
+            ``args.config`` if given.
+
+    Raises:
+        UsageError: one line naming the flag or key and the bad value.
+    """
+    if yaml_dict is None:
+        config_path = getattr(args, "config", None)
+        yaml_dict = load_yaml(config_path) if config_path else {}
+    fields, yaml_datasets = _flatten_yaml(yaml_dict)
+    from_cli: set[str] = set()
+    for dest, (field, flag) in _FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            fields[field] = (value, flag)
+            from_cli.add(field)
+    if "warmup.requests" in fields:  # the flag replaces enabled + n_requests
+        fields.pop("warmup.enabled", None)
+        fields.pop("warmup.n_requests", None)
+
+    cli_datasets: list[str] | None = getattr(args, "dataset", None)
+    if cli_datasets:
+        datasets = tuple(parse_dataset_arg(text) for text in cli_datasets)
+    else:
+        datasets = tuple(_dataset_from_yaml(entry, where) for entry, where in yaml_datasets)
+    seen: set[tuple[str, str]] = set()
+    for spec in datasets:
+        key = (spec.display_name, spec.type)
+        if key in seen:
+            raise UsageError(
+                f"datasets: two {spec.type} datasets are named {spec.display_name!r}; "
+                "give one a name=..."
+            )
+        seen.add(key)
+
+    def get(field: str) -> tuple[Any, str] | None:
+        found = fields.get(field)
+        return None if found is None or found[0] is None else found
+
+    # test type and load pattern
+    test_type = "online"
+    if (found := get("type")) is not None:
+        test_type = _choice(
+            found,
+            {t: t for t in ("offline", "online", "submission")},
+            {"eval": "accuracy-only (eval) configs"},
+        )
+        if test_type == "submission":
+            mode = get("benchmark_mode")
+            test_type = (
+                _choice(mode, {"offline": "offline", "online": "online"}, {})
+                if mode is not None
+                else "online"
+            )
+    load_pattern: LoadPattern = "offline" if test_type == "offline" else "concurrency"
+    target_qps = _opt(get("target_qps"), _positive_float)
+    if (found := get("load_pattern")) is not None:
+        load_pattern = _load_pattern(found)
+        if test_type == "offline" and load_pattern != "offline" and "load_pattern" not in from_cli:
+            raise UsageError(
+                f"{found[1]}: an offline config (type: offline) must use max_throughput, "
+                f"got {found[0]!r}"
+            )
+    elif target_qps is not None:
+        load_pattern = "poisson"
+    concurrency = _opt(get("concurrency"), _positive_int)
+    if load_pattern == "poisson" and target_qps is None:
+        where = _where(fields, "load_pattern", "--load-pattern poisson")
+        raise UsageError(
+            f"{where}: poisson needs a rate: --target-qps (YAML settings.load_pattern.target_qps)"
+        )
+
+    # endpoint
+    endpoints = _endpoints(get("endpoints"))
+    model = _opt(get("model"), _string) or ""
+    if endpoints and not model:
+        raise UsageError(
+            "--model is required with --endpoints (YAML: model_params.name): "
+            "it is the model field of every request"
+        )
+    api_key = _opt(get("api_key"), _string)
+    if api_key == REDACTED:
+        logger.warning("api_key is %r (a written config.yaml): sending no API key", REDACTED)
+        api_key = None
+    api_type: ApiType = "openai"
+    if (found := get("api_type")) is not None:
+        api_type = _choice(
+            found,
+            {
+                "openai": "openai",
+                "openai-completions": "openai-completions",
+                "openai_completions": "openai-completions",
+            },
+            {"sglang": "sglang endpoints", "videogen": "videogen endpoints"},
+            shown=("openai", "openai-completions"),
+        )
+
+    # timing
+    duration_s = _opt(get("duration"), _duration)
+    max_duration_s = _opt(get("max_duration"), _duration)
+    if duration_s is not None and max_duration_s is not None and max_duration_s < duration_s:
+        where = _where(fields, "max_duration", "--max-duration")
+        raise UsageError(
+            f"{where}: the maximum duration ({max_duration_s:g} s) is below the minimum "
+            f"duration ({duration_s:g} s)"
+        )
+
+    # warmup
+    warmup_requests = 0
+    if (found := get("warmup.requests")) is not None:
+        warmup_requests = _int(found, minimum=0)
+    elif (found := get("warmup.enabled")) is not None and _bool(found):
+        n = get("warmup.n_requests")
+        warmup_requests = WARMUP_DATASET_PASS if n is None else _int(n, minimum=1)
+
+    # streaming
+    streaming: Streaming = "auto"
+    if (found := get("streaming")) is not None:
+        streaming = _streaming(found)
+    if streaming == "auto":
+        streaming = "off" if load_pattern == "offline" else "on"
+
+    connect_s = _opt(get("timeout.connect"), _positive_float)
+    idle_s = _opt(get("timeout.idle"), _positive_float)
+    timeouts = Timeouts(
+        connect_s=10.0 if connect_s is None else connect_s,
+        idle_s=300.0 if idle_s is None else idle_s,
+        total_s=_opt(get("timeout.total"), _positive_float),
+    )
+
+    sample_index_seed = _opt(get("seed.sample_index"), _seed)
+    sample_index_seed = SEED_SET_A_SAMPLE_INDEX if sample_index_seed is None else sample_index_seed
+    salt_seed = _opt(get("seed.salt"), _seed)
+    warmup_seed = _opt(get("seed.warmup"), _seed)
+    scheduler_seed = _opt(get("seed.scheduler"), _seed)
+    seeds = Seeds(
+        scheduler=SEED_SET_A_SCHEDULER if scheduler_seed is None else scheduler_seed,
+        sample_index=sample_index_seed,
+        salt=default_salt_seed(sample_index_seed) if salt_seed is None else salt_seed,
+        warmup=sample_index_seed if warmup_seed is None else warmup_seed,
+    )
+
+    generation = Generation(
+        temperature=_opt(get("gen.temperature"), _float),
+        seed=_opt(get("gen.seed"), _seed),
+        top_k=_opt(get("gen.top_k"), _any_int),
+        top_p=_opt(get("gen.top_p"), _float),
+        repetition_penalty=_opt(get("gen.repetition_penalty"), _float),
+        presence_penalty=_opt(get("gen.presence_penalty"), _float),
+        frequency_penalty=_opt(get("gen.frequency_penalty"), _float),
+        chat_template_kwargs=_opt(get("gen.chat_template_kwargs"), _mapping),
+    )
+
+    salt = _opt(get("salt"), _bool)
+    warmup_salt = _opt(get("warmup.salt"), _bool)
+    warmup_drain = _opt(get("warmup.drain"), _bool)
+    legacy_qps = _opt(get("legacy_qps"), _bool)
+    max_output_tokens = _opt(get("max_output_tokens"), _positive_int)
+    return RunConfig(
+        endpoints=endpoints,
+        model=model,
+        api_key=api_key,
+        api_type=api_type,
+        datasets=datasets,
+        tokenizer=_opt(get("tokenizer"), _string),
+        load_pattern=load_pattern,
+        concurrency=1 if concurrency is None else concurrency,
+        target_qps=target_qps,
+        num_samples=_opt(get("num_samples"), _positive_int),
+        duration_s=duration_s,
+        max_duration_s=max_duration_s,
+        warmup_requests=warmup_requests,
+        warmup_salt=True if warmup_salt is None else warmup_salt,
+        warmup_drain=False if warmup_drain is None else warmup_drain,
+        streaming=streaming,
+        max_output_tokens=1024 if max_output_tokens is None else max_output_tokens,
+        generation=generation,
+        report_dir=_opt(get("report_dir"), _string),
+        timeouts=timeouts,
+        seeds=seeds,
+        salt=True if salt is None else salt,
+        name=_opt(get("name"), _string)
+        or ("offline_benchmark" if load_pattern == "offline" else "online_benchmark"),
+        use_legacy_loadgen_qps_metrics=True if legacy_qps is None else legacy_qps,
+    )
+
+
+def _where(fields: _Fields, field: str, default: str) -> str:
+    found = fields.get(field)
+    return default if found is None else found[1]
+
+
+def _dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
+    for key in entry:
+        if key in _DATASET_UNSUPPORTED and entry[key] is not None:
+            raise UsageError(
+                f"{where}.{key}: {_DATASET_UNSUPPORTED[key]} are not supported by mlpe-fast"
+            )
+        known = (*_DATASET_KEYS, *_DATASET_IGNORED, *_DATASET_UNSUPPORTED)
+        if key not in known:
+            raise UsageError(f"unknown key {f'{where}.{key}'!r}")
+    path = entry.get("path")
+    if not isinstance(path, str) or not path.strip():
+        raise UsageError(f"{where}.path: a dataset needs a file path, got {path!r}")
+    dtype = "performance"
+    if entry.get("type") is not None:
+        dtype = _choice(
+            (entry["type"], f"{where}.type"),
+            {"performance": "performance", "accuracy": "accuracy"},
+            {},
+        )
+    parser = entry.get("parser") or {}
+    if not isinstance(parser, dict):
+        raise UsageError(f"{where}.parser: expected a mapping, got {_kind(parser)}")
+    for key, value in parser.items():
+        if key not in ("prompt", "system"):
+            raise UsageError(
+                f"{where}.parser: unknown parser target {key!r} (valid: prompt, system)"
+            )
+        if not isinstance(value, str) or not value:
+            raise UsageError(f"{where}.parser.{key}: expected a column name, got {value!r}")
+    name = entry.get("name")
+    if name is not None and not isinstance(name, str):
+        raise UsageError(f"{where}.name: expected a string, got {_short(name)}")
+    fmt = entry.get("format")
+    if fmt is not None:
+        fmt = _choice(
+            (fmt, f"{where}.format"),
+            {**{f: f for f in DATASET_FORMATS}, **{f".{f}": f for f in DATASET_FORMATS}},
+            {"huggingface": "Hugging Face datasets"},
+            shown=DATASET_FORMATS,
+        )
+    samples = entry.get("samples")
+    if samples is not None:
+        samples = _positive_int((samples, f"{where}.samples"))
+    return DatasetSpec(
+        path=path.strip(),
+        type="accuracy" if dtype == "accuracy" else "performance",
+        name=name or "",
+        format=fmt,
+        samples=samples,
+        prompt_column=parser.get("prompt"),
+        system_column=parser.get("system"),
+    )
+
+
+# Value checks (each takes (value, where) and raises UsageError naming `where`) ------------
+
+
+def _opt(found: tuple[Any, str] | None, check: Any) -> Any:
+    return None if found is None else check(found)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:56] + "...'"
+
+
+def _int(found: tuple[Any, str], minimum: int | None = None) -> int:
+    value, where = found
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif (isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value)) or (
+        isinstance(value, float) and value.is_integer()
+    ):
+        number = int(value)
+    if number is None or (minimum is not None and number < minimum):
+        what = {None: "an integer", 0: "an integer >= 0", 1: "a positive integer"}.get(
+            minimum, f"an integer >= {minimum}"
+        )
+        raise UsageError(f"{where}: expected {what}, got {_short(value)}")
+    return number
+
+
+def _positive_int(found: tuple[Any, str]) -> int:
+    return _int(found, minimum=1)
+
+
+def _any_int(found: tuple[Any, str]) -> int:
+    return _int(found)
+
+
+def _seed(found: tuple[Any, str]) -> int:
+    return _int(found, minimum=0)
+
+
+def _float(found: tuple[Any, str], positive: bool = False) -> float:
+    value, where = found
+    number: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or (positive and number <= 0):
+        what = "a positive number" if positive else "a number"
+        raise UsageError(f"{where}: expected {what}, got {_short(value)}")
+    return number
+
+
+def _positive_float(found: tuple[Any, str]) -> float:
+    return _float(found, positive=True)
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*")
+_UNIT_S = {"ms": 1e-3, None: 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(found: tuple[Any, str]) -> float | None:
+    """Milliseconds (the reference's unit) or a suffixed string -> seconds;
+    0 means "not set", as the reference's 0 ms."""
+    value, where = found
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and value >= 0:
+            seconds = float(value) * 1e-3
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds is None:
+        raise UsageError(
+            f"{where}: expected a duration in ms or with a unit (600s, 10m, 1h), "
+            f"got {_short(value)}"
+        )
+    return seconds or None
+
+
+def _bool(found: tuple[Any, str]) -> bool:
+    value, where = found
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "on", "yes", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "off", "no", "0"):
+        return False
+    raise UsageError(f"{where}: expected true or false, got {_short(value)}")
+
+
+def _string(found: tuple[Any, str]) -> str:
+    value, where = found
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: expected a string, got {_short(value)}")
+    return value.strip()
+
+
+def _mapping(found: tuple[Any, str]) -> dict[str, Any]:
+    value, where = found
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: expected a mapping, got {_short(value)}")
+    return value
+
+
+def _choice(
+    found: tuple[Any, str],
+    allowed: Mapping[str, Any],
+    unsupported: Mapping[str, str],
+    shown: Sequence[str] | None = None,
+) -> Any:
+    value, where = found
+    key = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(key, str) and key in allowed:
+        return allowed[key]
+    if isinstance(key, str) and key in unsupported:
+        raise UsageError(f"{where}: {unsupported[key]} are not supported by mlpe-fast")
+    names = ", ".join(allowed if shown is None else shown)
+    raise UsageError(f"{where}: {_short(value)} is not one of {names}")
+
+
+def _load_pattern(found: tuple[Any, str]) -> LoadPattern:
+    pattern: LoadPattern = _choice(
+        found,
+        {
+            "concurrency": "concurrency",
+            "max_throughput": "offline",
+            "max-throughput": "offline",
+            "offline": "offline",
+            "poisson": "poisson",
+        },
+        {
+            "agentic_inference": "agentic load patterns",
+            "agentic-inference": "agentic load patterns",
+            "burst": "burst load patterns",
+            "step": "step load patterns",
+        },
+        shown=("concurrency", "max_throughput", "offline", "poisson"),
+    )
+    return pattern
+
+
+def _streaming(found: tuple[Any, str]) -> Streaming:
+    value = found[0]
+    if isinstance(value, bool):  # YAML 1.1 reads a bare `on`/`off` as a boolean
+        return "on" if value else "off"
+    mode: Streaming = _choice(found, {"auto": "auto", "on": "on", "off": "off"}, {})
+    return mode
+
+
+def _endpoints(found: tuple[Any, str] | None) -> tuple[str, ...]:
+    if found is None:
+        return ()
+    value, where = found
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(u, str) for u in items):
+        raise UsageError(f"{where}: expected a list of URLs, got {_short(value)}")
+    urls = tuple(u.strip() for u in items if u.strip())
+    for url in urls:
+        if not url.startswith(("http://", "https://")) or not urlsplit(url).netloc:
+            raise UsageError(
+                f"{where}: {url!r} is not an http:// or https:// URL (e.g. http://localhost:8000)"
+            )
+    return urls
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "nothing"
+    return type(value).__name__
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

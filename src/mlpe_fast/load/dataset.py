@@ -1,0 +1,433 @@
+"""Datasets: the ``--dataset`` syntax, file loaders and column mapping.
+
+A dataset is a file of rows (JSONL, JSON list of objects, CSV, Parquet)
+turned into :class:`Sample` records once, before any load is generated
+(the reference client requires in-memory samples too: loading inside the
+issue path would delay the ISSUED stamp, reference-client.md §1.2).
+
+Command-line syntax, as the reference client's ``--dataset``
+(``mlcommons/endpoints:src/inference_endpoint/config/utils.py``,
+``parse_dataset_string``)::
+
+    [perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL][,format=F][,samples=N][,name=NAME]
+
+Column mapping follows the reference's ``DataLoaderFactory`` and
+``MakeAdapterCompatible`` transform (``dataset_manager/factory.py``,
+``dataset_manager/transforms.py``):
+
+1. ``parser.prompt=COL`` names the prompt column explicitly;
+2. otherwise a ``prompt`` column is used, else the first of the reference's
+   candidate names present (``user_prompt``, ``question``, ``input``,
+   ``input_text``, ``problem``, ``query``); two candidates at once are
+   ambiguous and an error, as in the reference;
+3. otherwise a ``messages`` column (OpenAI chat messages) is used as is
+   (an extension: the reference's file datasets need a ``prompt`` column);
+4. otherwise the load fails and the message says which ``parser.prompt=``
+   to add -- the reference's own ``dummy_1k.jsonl`` (``text_input``,
+   ``ref_output``) needs ``,parser.prompt=text_input`` there too.
+
+The system prompt comes from ``parser.system=COL``, else a ``system_prompt``
+or ``system`` column when present.
+
+``samples=N`` keeps the first N rows.  (The reference declares the field
+but applies it only in its audit mode; taking a prefix is the plain reading.)
+
+Every mistake raises :class:`mlpe_fast.errors.UsageError` with one line
+naming the file (and line or row) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from ..errors import UsageError
+
+__all__ = (
+    "DATASET_FORMATS",
+    "Dataset",
+    "DatasetSpec",
+    "Sample",
+    "load_dataset",
+    "parse_dataset_arg",
+)
+
+DatasetType = Literal["performance", "accuracy"]
+DatasetFormat = Literal["jsonl", "json", "csv", "parquet"]
+
+DATASET_FORMATS: tuple[DatasetFormat, ...] = ("jsonl", "json", "csv", "parquet")
+
+# The reference's fuzzy prompt columns, in its order (MakeAdapterCompatible).
+_PROMPT_CANDIDATES = ("user_prompt", "question", "input", "input_text", "problem", "query")
+_SYSTEM_CANDIDATES = ("system_prompt", "system")
+_PARSER_TARGETS = ("prompt", "system")
+_OPTION_KEYS = ("name", "format", "samples", "parser.prompt", "parser.system")
+
+
+class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One dataset as configured (``--dataset`` or a YAML ``datasets[]`` entry).
+
+    Attributes:
+        path: the file.
+        type: "performance" (salted, shuffled) or "accuracy" (sequential,
+            unsalted: spec §2.5).
+        name: defaults to the file's stem, as in the reference.
+        format: None to go by the file extension.
+        samples: keep only the first N rows.
+        prompt_column: ``parser.prompt``.
+        system_column: ``parser.system``.
+    """
+
+    path: str
+    type: DatasetType = "performance"
+    name: str = ""
+    format: DatasetFormat | None = None
+    samples: int | None = None
+    prompt_column: str | None = None
+    system_column: str | None = None
+
+    @property
+    def display_name(self) -> str:
+        """``name``, or the file stem when unnamed."""
+        return self.name or Path(self.path).stem
+
+
+class Sample(msgspec.Struct, frozen=True, gc=False):
+    """One prompt: text (``prompt``, optional ``system``) or chat ``messages``.
+
+    Exactly one of ``prompt`` and ``messages`` is set.
+    """
+
+    prompt: str | None = None
+    system: str | None = None
+    messages: tuple[dict[str, Any], ...] | None = None
+
+
+class Dataset(msgspec.Struct, frozen=True, gc=False):
+    """A loaded dataset: its spec, its columns and its samples in file order."""
+
+    spec: DatasetSpec
+    columns: tuple[str, ...]
+    samples: tuple[Sample, ...]
+
+    @property
+    def name(self) -> str:
+        return self.spec.display_name
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+
+# The --dataset syntax -------------------------------------------------------------
+
+
+def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
+    """Parses one ``--dataset`` value (syntax in the module docstring).
+
+    Raises:
+        UsageError: an option without ``=``, an unknown option, a bad
+            ``format`` or ``samples`` value, or an empty path.
+    """
+    parts = text.split(",")
+    path = parts[0].strip()
+    dtype: DatasetType = "performance"
+    tag, sep, rest = path.partition(":")
+    if sep and tag in ("perf", "acc"):
+        dtype = "accuracy" if tag == "acc" else "performance"
+        path = rest
+    if not path:
+        raise UsageError(f"{flag} {text!r}: no file path")
+    options: dict[str, str] = {}
+    for item in parts[1:]:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq:
+            hint = " (did you mean '=' instead of ':'?)" if ":" in item else ""
+            raise UsageError(
+                f"{flag} {text!r}: option {item!r} is not key=value{hint}, "
+                "e.g. parser.prompt=text_input"
+            )
+        if key not in _OPTION_KEYS:
+            if key.startswith("parser."):
+                raise UsageError(
+                    f"{flag} {text!r}: unknown parser target {key[7:]!r} "
+                    f"(valid: {', '.join(_PARSER_TARGETS)})"
+                )
+            raise UsageError(
+                f"{flag} {text!r}: unknown option {key!r} (valid: {', '.join(_OPTION_KEYS)})"
+            )
+        options[key] = value.strip()
+    origin = f"{flag} {text!r}"
+    return DatasetSpec(
+        path=path,
+        type=dtype,
+        name=options.get("name", ""),
+        format=_format_value(options["format"], origin) if "format" in options else None,
+        samples=_samples_value(options["samples"], origin) if "samples" in options else None,
+        prompt_column=options.get("parser.prompt") or None,
+        system_column=options.get("parser.system") or None,
+    )
+
+
+def _format_value(value: object, origin: str) -> DatasetFormat:
+    if isinstance(value, str):
+        name = value.strip().lower().lstrip(".")
+        for known in DATASET_FORMATS:
+            if name == known:
+                return known
+    raise UsageError(f"{origin}: format {value!r} is not one of {', '.join(DATASET_FORMATS)}")
+
+
+def _samples_value(value: object, origin: str) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
+        number = int(value)
+    if number is None or number <= 0:
+        raise UsageError(f"{origin}: samples must be a positive integer, got {value!r}")
+    return number
+
+
+# Loading ----------------------------------------------------------------------------
+
+
+def load_dataset(spec: DatasetSpec) -> Dataset:
+    """Reads ``spec.path`` and maps its columns to samples.
+
+    Raises:
+        UsageError: missing file, unknown extension, malformed content
+            (with file:line where there are lines), an empty file, a missing
+            or ambiguous column (listing the available ones), a non-string
+            prompt, malformed ``messages``, or Parquet without pyarrow.
+    """
+    path = Path(spec.path)
+    if not path.exists():
+        raise UsageError(f"dataset file not found: {spec.path}")
+    if not path.is_file():
+        raise UsageError(f"dataset {spec.path}: not a regular file")
+    fmt = spec.format or _format_from_suffix(path)
+    rows: list[tuple[str, Mapping[str, Any]]]
+    if fmt == "jsonl":
+        rows = list(_read_jsonl(path))
+    elif fmt == "json":
+        rows = list(_read_json(path))
+    elif fmt == "csv":
+        rows = list(_read_csv(path))
+    else:
+        rows = list(_read_parquet(path))
+    if not rows:
+        raise UsageError(f"dataset {spec.path}: no rows (empty dataset)")
+    if spec.samples is not None:
+        if spec.samples > len(rows):
+            raise UsageError(
+                f"dataset {spec.path}: samples={spec.samples} but the file has "
+                f"only {len(rows)} rows"
+            )
+        rows = rows[: spec.samples]
+    columns = tuple(rows[0][1])
+    return Dataset(spec=spec, columns=columns, samples=_map_columns(spec, columns, rows))
+
+
+def _format_from_suffix(path: Path) -> DatasetFormat:
+    suffix = path.suffix.lower().lstrip(".")
+    for known in DATASET_FORMATS:
+        if suffix == known:
+            return known
+    raise UsageError(
+        f"dataset {path}: unknown file extension {path.suffix!r}; add format=jsonl|json|csv|parquet"
+    )
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    decoder = msgspec.json.Decoder()
+    with path.open("rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = decoder.decode(line)
+            except msgspec.DecodeError as e:
+                raise UsageError(f"{where}: malformed JSON line: {_one_line(e)}") from None
+            if not isinstance(row, dict):
+                raise UsageError(f"{where}: expected a JSON object per line, got {_json_kind(row)}")
+            yield where, row
+
+
+_BYTE_POS = re.compile(r"\(byte (\d+)\)")
+
+
+def _read_json(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    data = path.read_bytes()
+    try:
+        rows = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        message = _one_line(e)
+        match = _BYTE_POS.search(message)
+        line = data.count(b"\n", 0, int(match.group(1))) + 1 if match else 1
+        raise UsageError(f"{path}:{line}: malformed JSON: {message}") from None
+    if not isinstance(rows, list):
+        raise UsageError(f"dataset {path}: expected a JSON list of objects, got {_json_kind(rows)}")
+    for i, row in enumerate(rows):
+        where = f"{path}: row {i}"
+        if not isinstance(row, dict):
+            raise UsageError(f"{where}: expected a JSON object, got {_json_kind(row)}")
+        yield where, row
+
+
+def _read_csv(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    with path.open(newline="", encoding="utf-8-sig") as f:
+        reader = csv.reader(f)
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            if len(set(header)) != len(header):
+                raise UsageError(f"{path}:1: duplicate column names in the CSV header")
+            start = reader.line_num
+            for row in reader:
+                where = f"{path}:{start + 1}"
+                start = reader.line_num
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    raise UsageError(f"{where}: {len(row)} fields, the header has {len(header)}")
+                yield where, dict(zip(header, row, strict=True))
+        except csv.Error as e:
+            raise UsageError(f"{path}:{reader.line_num}: malformed CSV: {e}") from None
+        except UnicodeDecodeError as e:
+            raise UsageError(f"dataset {path}: not UTF-8 text ({e.reason})") from None
+
+
+def _read_parquet(path: Path) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    try:
+        parquet = importlib.import_module("pyarrow.parquet")
+    except ImportError:
+        raise UsageError(
+            f"dataset {path}: reading Parquet needs pyarrow (pip install pyarrow)"
+        ) from None
+    try:
+        table = parquet.read_table(str(path))
+    except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ...
+        raise UsageError(f"dataset {path}: unreadable Parquet file: {_one_line(e)}") from None
+    rows: list[dict[str, Any]] = table.to_pylist()
+    for i, row in enumerate(rows):
+        yield f"{path}: row {i}", row
+
+
+# Column mapping ---------------------------------------------------------------------
+
+
+def _map_columns(
+    spec: DatasetSpec, columns: Sequence[str], rows: Sequence[tuple[str, Mapping[str, Any]]]
+) -> tuple[Sample, ...]:
+    path = spec.path
+    available = ", ".join(columns)
+    prompt_col: str | None = None
+    messages_col: str | None = None
+    if spec.prompt_column is not None:
+        if spec.prompt_column not in columns:
+            raise UsageError(
+                f"dataset {path}: column {spec.prompt_column!r} (parser.prompt) not found; "
+                f"available columns: {available}"
+            )
+        prompt_col = spec.prompt_column
+    elif "prompt" in columns:
+        prompt_col = "prompt"
+    else:
+        found = [c for c in _PROMPT_CANDIDATES if c in columns]
+        if len(found) > 1:
+            raise UsageError(
+                f"dataset {path}: columns {found[0]!r} and {found[1]!r} could both be the "
+                f"prompt; add parser.prompt=<column>"
+            )
+        if found:
+            prompt_col = found[0]
+        elif "messages" in columns:
+            messages_col = "messages"
+        else:
+            suggestion = next(
+                (c for c in columns if isinstance(rows[0][1].get(c), str)), "<column>"
+            )
+            raise UsageError(
+                f"dataset {path}: no prompt column (available columns: {available}); "
+                f"add parser.prompt={suggestion}, e.g. --dataset {path},parser.prompt={suggestion}"
+            )
+
+    system_col: str | None = None
+    if spec.system_column is not None:
+        if spec.system_column not in columns:
+            raise UsageError(
+                f"dataset {path}: column {spec.system_column!r} (parser.system) not found; "
+                f"available columns: {available}"
+            )
+        system_col = spec.system_column
+    elif prompt_col is not None:
+        system_col = next((c for c in _SYSTEM_CANDIDATES if c in columns), None)
+
+    samples: list[Sample] = []
+    if messages_col is not None:
+        for where, row in rows:
+            samples.append(Sample(messages=_messages(where, row, messages_col)))
+        return tuple(samples)
+    assert prompt_col is not None
+    for where, row in rows:
+        prompt = _text(where, row, prompt_col)
+        system = None if system_col is None else _text(where, row, system_col, optional=True)
+        samples.append(Sample(prompt=prompt, system=system))
+    return tuple(samples)
+
+
+def _text(where: str, row: Mapping[str, Any], column: str, optional: bool = False) -> str | None:
+    if column not in row:
+        if optional:
+            return None
+        raise UsageError(f"{where}: missing column {column!r}")
+    value = row[column]
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: column {column!r} is {_json_kind(value)}, not a string")
+    return value
+
+
+def _messages(where: str, row: Mapping[str, Any], column: str) -> tuple[dict[str, Any], ...]:
+    if column not in row:
+        raise UsageError(f"{where}: missing column {column!r}")
+    value = row[column]
+    if not isinstance(value, list) or not value:
+        raise UsageError(
+            f"{where}: column {column!r} must be a non-empty list of chat messages, "
+            f"got {_json_kind(value)}"
+        )
+    for i, message in enumerate(value):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise UsageError(f"{where}: {column}[{i}] is not a chat message with a string 'role'")
+    return tuple(value)
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

@@ -1,0 +1,435 @@
+"""Request bodies: encoded once per sample, salted at issue time by splicing.
+
+Each sample's JSON body is encoded once, with msgspec, before the load
+starts (architecture.md, "The request body is pre-encoded; the salt is
+spliced into it at issue time").  When salting is on, the body is kept as
+two byte strings split right after the opening quote of the string that
+receives the salt, so issuing is one join::
+
+    body = head + b"[" + 16 hex + b"] " + tail
+
+The salt is ASCII and needs no JSON escaping, so the result is the JSON
+that encoding the salted prompt would give, byte for byte.
+
+Bodies (OpenAI API, as the reference client's adapters build them,
+``mlcommons/endpoints:src/inference_endpoint/openai/openai_msgspec_adapter.py``
+and ``completions_adapter.py``):
+
+* chat (``api_type="openai"``, ``POST /v1/chat/completions``)::
+
+    {"model", "messages": [system?, user] or the sample's messages,
+     "temperature"?, "max_completion_tokens", "stream"?, "stream_options"?,
+     "seed"?, "top_p"?, "top_k"?, "repetition_penalty"?,
+     "presence_penalty"?, "frequency_penalty"?, "chat_template_kwargs"?}
+
+  ``stream`` is sent only when streaming (the reference leaves it out
+  otherwise); the salt goes into the user message's content, after the
+  system message, or into the first user message of a ``messages`` sample.
+
+* completions (``api_type="openai-completions"``, ``POST /v1/completions``)::
+
+    {"model", "prompt", "stream", "stream_options"?, "max_tokens", sampling...}
+
+  (the reference sends pre-tokenized ids here; mlpe-fast sends the text).
+
+``stream_options: {"include_usage": true}`` goes with every streamed
+request, so the server's token counts can cross-check ours (the reference
+never sends it, reference-client.md §0).
+
+Sample order is the reference's (``load_generator/sample_order.py``):
+performance and warmup phases shuffle the indices without replacement with
+``random.Random(seed)`` and reshuffle the same list in place when it runs
+out; accuracy phases go 0, 1, 2, ... in order and are never salted.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import msgspec
+
+from ..errors import UsageError
+from .dataset import Dataset, Sample
+from .salt import Salter
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+
+__all__ = (
+    "CHAT_ROUTE",
+    "COMPLETIONS_ROUTE",
+    "BodyTemplate",
+    "IssuedRequest",
+    "Prompt",
+    "RequestFeed",
+    "build_body_templates",
+    "default_route",
+    "sequential_order",
+    "shuffled_order",
+)
+
+CHAT_ROUTE = "/v1/chat/completions"
+COMPLETIONS_ROUTE = "/v1/completions"
+
+Prompt = str | tuple[dict[str, Any], ...]
+"""What a query asked, as the reference's ISSUED ``PromptData`` holds it: the
+(salted) user prompt text -- without the system prompt, as the reference --
+or the (salted) chat messages.  It is the input of the ISL count."""
+
+Phase = Literal["performance", "accuracy", "warmup"]
+
+# Stands in for the salted string while a body is encoded; found again in the
+# encoded bytes to split the body.  NULs are escaped by JSON, so this cannot
+# collide with the model name or an encoding artefact.
+_PLACEHOLDER = "\x00mlpe-fast-salt-splice\x00"
+_PLACEHOLDER_JSON = msgspec.json.encode(_PLACEHOLDER)
+
+_SAMPLING_ORDER = (
+    "seed",
+    "top_p",
+    "top_k",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "chat_template_kwargs",
+)
+
+
+class IssuedRequest(NamedTuple):
+    """One query ready to go: dataset index, body bytes, the prompt for ISL."""
+
+    sample_index: int
+    body: bytes
+    prompt: Prompt
+
+
+class BodyTemplate(msgspec.Struct, frozen=True, gc=False):
+    """A pre-encoded body.  Salted: ``head + prefix + tail``; unsalted: ``head``."""
+
+    head: bytes
+    tail: bytes = b""
+
+    def render(self, prefix: bytes | None = None) -> bytes:
+        """The body bytes, with ``prefix`` (``b"[<hex>] "``) spliced in if given."""
+        if prefix is None:
+            return self.head + self.tail if self.tail else self.head
+        return b"".join((self.head, prefix, self.tail))
+
+
+# Body encoding ---------------------------------------------------------------------
+
+
+def build_body_templates(
+    dataset: Dataset,
+    *,
+    model: str,
+    api_type: str = "openai",
+    stream: bool = True,
+    max_output_tokens: int = 1024,
+    sampling: Mapping[str, Any] | None = None,
+    salt: bool = True,
+) -> tuple[BodyTemplate, ...]:
+    """Encodes every sample's body once.
+
+    Args:
+        dataset: the loaded samples.
+        model: the ``model`` field.
+        api_type: "openai" (chat completions) or "openai-completions".
+        stream: streamed responses (``stream``, ``stream_options``).
+        max_output_tokens: ``max_completion_tokens`` (chat) or ``max_tokens``.
+        sampling: optional ``temperature``, ``seed``, ``top_p``, ``top_k``,
+            ``repetition_penalty``, ``presence_penalty``,
+            ``frequency_penalty``, ``chat_template_kwargs``; None values are
+            left out.
+        salt: split each body where the salt goes.
+
+    Raises:
+        UsageError: a sample the API type cannot send, or cannot salt.
+    """
+    extra = {k: v for k, v in (sampling or {}).items() if v is not None}
+    unknown = sorted(set(extra) - set(_SAMPLING_ORDER) - {"temperature"})
+    if unknown:
+        raise ValueError(f"unknown sampling parameters: {', '.join(unknown)}")
+    templates: list[BodyTemplate] = []
+    for index, sample in enumerate(dataset.samples):
+        if api_type == "openai":
+            doc, salted = _chat_doc(
+                sample,
+                model=model,
+                stream=stream,
+                max_output_tokens=max_output_tokens,
+                extra=extra,
+                salt=salt,
+            )
+        elif api_type == "openai-completions":
+            doc, salted = _completions_doc(
+                dataset,
+                index,
+                sample,
+                model=model,
+                stream=stream,
+                max_output_tokens=max_output_tokens,
+                extra=extra,
+                salt=salt,
+            )
+        else:
+            raise ValueError(f"unknown api_type {api_type!r}")
+        if salt and salted is None:
+            raise UsageError(
+                f"dataset {dataset.spec.path}: sample {index} has no user message with "
+                "text content to salt; use --no-salt (performance runs should be salted)"
+            )
+        templates.append(_encode(doc, salted))
+    return tuple(templates)
+
+
+def _chat_doc(
+    sample: Sample,
+    *,
+    model: str,
+    stream: bool,
+    max_output_tokens: int,
+    extra: Mapping[str, Any],
+    salt: bool,
+) -> tuple[dict[str, Any], str | None]:
+    salted: str | None = None
+    messages: list[dict[str, Any]]
+    if sample.messages is not None:
+        messages = list(sample.messages)
+        if salt:
+            for i, message in enumerate(messages):
+                if message.get("role") == "user" and isinstance(message.get("content"), str):
+                    salted = message["content"]
+                    messages[i] = {**message, "content": _PLACEHOLDER}
+                    break
+    else:
+        assert sample.prompt is not None
+        messages = []
+        if sample.system is not None:
+            messages.append({"role": "system", "content": sample.system})
+        salted = sample.prompt if salt else None
+        messages.append({"role": "user", "content": _PLACEHOLDER if salt else sample.prompt})
+    doc: dict[str, Any] = {"model": model, "messages": messages}
+    if "temperature" in extra:
+        doc["temperature"] = extra["temperature"]
+    doc["max_completion_tokens"] = max_output_tokens
+    if stream:
+        doc["stream"] = True
+        doc["stream_options"] = {"include_usage": True}
+    for key in _SAMPLING_ORDER:
+        if key in extra:
+            doc[key] = extra[key]
+    return doc, salted
+
+
+def _completions_doc(
+    dataset: Dataset,
+    index: int,
+    sample: Sample,
+    *,
+    model: str,
+    stream: bool,
+    max_output_tokens: int,
+    extra: Mapping[str, Any],
+    salt: bool,
+) -> tuple[dict[str, Any], str | None]:
+    if sample.prompt is None:
+        raise UsageError(
+            f"dataset {dataset.spec.path}: sample {index} is a chat 'messages' sample; "
+            "api_type openai-completions sends a plain prompt (use api_type openai)"
+        )
+    if sample.system is not None:
+        raise UsageError(
+            f"dataset {dataset.spec.path}: sample {index} has a system prompt, which "
+            "api_type openai-completions cannot send (use api_type openai)"
+        )
+    doc: dict[str, Any] = {
+        "model": model,
+        "prompt": _PLACEHOLDER if salt else sample.prompt,
+        "stream": stream,
+    }
+    if stream:
+        doc["stream_options"] = {"include_usage": True}
+    doc["max_tokens"] = max_output_tokens
+    if "temperature" in extra:
+        doc["temperature"] = extra["temperature"]
+    for key in _SAMPLING_ORDER:
+        if key in extra and key != "chat_template_kwargs":
+            doc[key] = extra[key]
+    return doc, (sample.prompt if salt else None)
+
+
+def _encode(doc: dict[str, Any], salted: str | None) -> BodyTemplate:
+    body = msgspec.json.encode(doc)
+    if salted is None:
+        return BodyTemplate(head=body)
+    at = body.find(_PLACEHOLDER_JSON)
+    if at < 0 or body.find(_PLACEHOLDER_JSON, at + 1) >= 0:
+        raise AssertionError("salt splice point not found exactly once")  # cannot happen
+    # head ends with the opening quote; tail starts with the escaped prompt
+    # and its closing quote, then the rest of the body.
+    head = body[: at + 1]
+    tail = msgspec.json.encode(salted)[1:] + body[at + len(_PLACEHOLDER_JSON) :]
+    return BodyTemplate(head=head, tail=tail)
+
+
+# Sample order ----------------------------------------------------------------------
+
+
+def shuffled_order(n: int, seed: int) -> Iterator[int]:
+    """Indices 0..n-1 shuffled without replacement, reshuffled per pass.
+
+    The reference's ``WithoutReplacementSampleOrder``: one
+    ``random.Random(seed)``, one list shuffled in place before every pass
+    (the second pass shuffles the first pass's order, not a fresh range).
+    Infinite.
+    """
+    if n <= 0:
+        raise ValueError("a sample order needs at least one sample")
+    rng = random.Random(seed)
+    order = list(range(n))
+    while True:
+        rng.shuffle(order)
+        yield from order
+
+
+def sequential_order(n: int) -> Iterator[int]:
+    """0, 1, ..., n-1, 0, 1, ... (accuracy phases).  Infinite."""
+    if n <= 0:
+        raise ValueError("a sample order needs at least one sample")
+    while True:
+        yield from range(n)
+
+
+# The issue-time feed ------------------------------------------------------------------
+
+
+class RequestFeed:
+    """Yields the queries of one phase: sample order, salt, body.
+
+    Iterating gives :class:`IssuedRequest` tuples; :meth:`next_request`
+    gives ``(sample_index, body)`` for the scheduler and leaves the prompt
+    of that query in :attr:`last_prompt`.
+
+    Args:
+        samples: the dataset's samples (for the prompt of each query).
+        templates: their pre-encoded bodies, from
+            :func:`build_body_templates` (salted templates when ``salter``
+            is given).
+        order: the sample indices to issue, in order.
+        salter: the salt stream; None for unsalted queries.
+    """
+
+    __slots__ = ("_order", "_salter", "_samples", "_templates", "last_prompt")
+
+    def __init__(
+        self,
+        samples: Sequence[Sample],
+        templates: Sequence[BodyTemplate],
+        order: Iterator[int],
+        salter: Salter | None = None,
+    ) -> None:
+        if len(samples) != len(templates):
+            raise ValueError("one body template per sample")
+        if salter is not None and any(not t.tail for t in templates):
+            raise ValueError("salting needs templates built with salt=True")
+        self._samples = samples
+        self._templates = templates
+        self._order = order
+        self._salter = salter
+        self.last_prompt: Prompt = ""
+
+    @classmethod
+    def for_phase(
+        cls,
+        dataset: Dataset,
+        config: RunConfig,
+        phase: Phase = "performance",
+        *,
+        salter: Salter | None = None,
+    ) -> RequestFeed:
+        """The feed of one phase of ``config`` (see the module docstring).
+
+        performance: shuffled with the sample-index seed, salted when
+        ``config.salt``; warmup: shuffled with ``warmup seed + 1``, salted
+        (``warmup seed + 2``) when ``config.warmup_salt``, as the reference;
+        accuracy: sequential, unsalted.  Pass ``salter`` to continue a salt
+        stream from an earlier phase (so warmup and performance never share
+        a salt value).
+        """
+        seeds = config.seeds
+        n = len(dataset)
+        salt_seed: int | None
+        if phase == "performance":
+            order = shuffled_order(n, seeds.sample_index)
+            salt_seed = seeds.salt_seed if config.salt else None
+        elif phase == "warmup":
+            order = shuffled_order(n, seeds.warmup_seed + 1)
+            salt_seed = seeds.warmup_seed + 2 if config.warmup_salt else None
+        elif phase == "accuracy":
+            order = sequential_order(n)
+            salt_seed = None
+        else:
+            raise ValueError(f"unknown phase {phase!r}")
+        salted = salt_seed is not None
+        templates = build_body_templates(
+            dataset,
+            model=config.model,
+            api_type=config.api_type,
+            stream=config.stream,
+            max_output_tokens=config.max_output_tokens,
+            sampling=config.generation.as_dict(),
+            salt=salted,
+        )
+        if salted and salter is None:
+            assert salt_seed is not None
+            salter = Salter(salt_seed)
+        return cls(dataset.samples, templates, order, salter if salted else None)
+
+    def __iter__(self) -> Iterator[IssuedRequest]:
+        return self
+
+    def __next__(self) -> IssuedRequest:
+        index, body = self.next_request()
+        return IssuedRequest(index, body, self.last_prompt)
+
+    def next_request(self) -> tuple[int, bytes]:
+        """The next query's sample index and body (salted if salting is on)."""
+        index = next(self._order)
+        template = self._templates[index]
+        sample = self._samples[index]
+        salter = self._salter
+        if salter is None:
+            self.last_prompt = sample.prompt if sample.prompt is not None else _messages(sample)
+            return index, template.render()
+        hex_salt = salter.next_hex_bytes()
+        body = b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
+        salt_text = hex_salt.decode("ascii")
+        if sample.prompt is not None:
+            self.last_prompt = f"[{salt_text}] {sample.prompt}"
+        else:
+            self.last_prompt = _salted_messages(_messages(sample), salt_text)
+        return index, body
+
+
+def _messages(sample: Sample) -> tuple[dict[str, Any], ...]:
+    assert sample.messages is not None
+    return sample.messages
+
+
+def _salted_messages(
+    messages: tuple[dict[str, Any], ...], salt_text: str
+) -> tuple[dict[str, Any], ...]:
+    for i, message in enumerate(messages):
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            salted = {**message, "content": f"[{salt_text}] {content}"}
+            return (*messages[:i], salted, *messages[i + 1 :])
+    return messages  # unreachable for templates built with salt=True
+
+
+def default_route(api_type: str) -> str:
+    """The request path of an API type (the reference's ``APIType.default_route``)."""
+    return COMPLETIONS_ROUTE if api_type == "openai-completions" else CHAT_ROUTE
