@@ -1,35 +1,140 @@
-"""The ``mlpe-fast`` command."""
+"""The ``mlpe-fast`` command.
+
+    mlpe-fast run [--endpoints URL --model NAME --dataset PATH ...]
+    mlpe-fast serve [--port 0 --ttft-ms 20 --itl-ms 2 ...]
+
+Exit status: 0 done; 2 a mistake in the command or its files (one line on
+stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
+start, say); 4 the run finished but no request succeeded; 130 interrupted.
+Endpoint faults during a run are counted and explained in the results, not
+raised.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from collections.abc import Sequence
 
 from ._version import __version__
+from .errors import MlpeError, UsageError
 
 __all__ = ("main",)
+
+EXIT_USAGE = 2
+EXIT_SETUP = 3
+EXIT_NOTHING_SUCCEEDED = 4
+EXIT_INTERRUPTED = 130
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line and status 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from . import NATIVE
+    from .config import add_run_arguments
+    from .sim.server import add_arguments as add_serve_arguments
 
     core = "native core" if NATIVE else "pure-Python core"
-    parser = argparse.ArgumentParser(
-        prog="mlpe-fast",
-        description="Load generator for MLPerf Endpoints.",
+    parser = _Parser(prog="mlpe-fast", description="Load generator for MLPerf Endpoints.")
+    parser.add_argument("--version", action="version", version=f"mlpe-fast {__version__} ({core})")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run = commands.add_parser(
+        "run",
+        help="measure one point (with no --endpoints: a demo against the simulated endpoint)",
+        description="Measure an OpenAI-compatible endpoint at one load point.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"mlpe-fast {__version__} ({core})"
+    add_run_arguments(run)
+    run.add_argument(
+        "--no-progress", action="store_true", help="do not draw the progress line on stderr"
     )
+    serve = commands.add_parser(
+        "serve",
+        help="serve the simulated OpenAI-compatible endpoint",
+        description="Serve the simulated OpenAI-compatible endpoint on loopback.",
+    )
+    add_serve_arguments(serve)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    parser.parse_args(argv)
-    parser.print_help()
+def _run(args: argparse.Namespace) -> int:
+    from .config import resolve
+    from .runner import demo_config, run_point, simulated_endpoint
+
+    config = resolve(args)
+    given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
+
+    async def measure(endpoint: str) -> int:
+        result = await run_point(config_for_run, endpoint, progress=not args.no_progress)
+        print(result.table, end="")
+        if config_for_run.report_dir:
+            print(f"run folder: {config_for_run.report_dir}")
+        if result.stats.issued and not result.stats.completed:
+            first = next(iter(result.stats.error_examples.values()), "")
+            print(f"mlpe-fast: no request succeeded: {first}", file=sys.stderr)
+            return EXIT_NOTHING_SUCCEEDED
+        return 0
+
+    loop_runner = _loop_runner()
+    if config.endpoints:
+        config_for_run = config
+        return loop_runner(measure(config.endpoints[0]))
+    config_for_run = demo_config(config, given)
+    with simulated_endpoint() as endpoint:
+        print(f"mlpe-fast: no --endpoints given: measuring the simulated endpoint at {endpoint}")
+        return loop_runner(measure(endpoint))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .sim.server import config_from_args, serve_forever
+
+    try:
+        config = config_from_args(args)
+    except ValueError as error:
+        raise UsageError(f"mlpe-fast serve: {error}") from None
+    serve_forever(config)
     return 0
+
+
+def _loop_runner():  # type: ignore[no-untyped-def]
+    """uvloop where it exists (not on Windows), else asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from .runner import SetupError
+
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "run":
+            return _run(args)
+        if args.command == "serve":
+            return _serve(args)
+        parser.print_help()
+        return 0
+    except UsageError as error:
+        print(f"mlpe-fast: {error}" if not str(error).startswith("mlpe-fast") else error,
+              file=sys.stderr)
+        return EXIT_USAGE
+    except SetupError as error:
+        print(f"mlpe-fast: {error}", file=sys.stderr)
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        print("mlpe-fast: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except MlpeError as error:
+        print(f"mlpe-fast: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -235,6 +235,7 @@ class _Job:
         "connection",
         "created",
         "due",
+        "first_send",
         "gen",
         "itl",
         "k",
@@ -274,14 +275,26 @@ class _Job:
         self.connection = conn.connection_header(close)
         self.rid = state.new_id(gen.chat)
         self.created = int(time.time())
+        self.first_send = 0
 
     @property
     def finish(self) -> str:
         return "length" if self.gen.max_tokens is not None else "stop"
 
     def usage(self) -> dict[str, int]:
+        """OpenAI's counts, plus the ground truth of the first token: when the
+        request was read and when the first token's event was sent.  They
+        ride in ``usage`` because clients keep that object whole, so a test
+        or benchmark can compare its own stamps with the server's without
+        looking at individual events."""
         p = self.gen.prompt_tokens
-        return {"prompt_tokens": p, "completion_tokens": self.n, "total_tokens": p + self.n}
+        return {
+            "prompt_tokens": p,
+            "completion_tokens": self.n,
+            "total_tokens": p + self.n,
+            "mlpe_recv_ns": self.recv,
+            "mlpe_first_send_ns": self.first_send,
+        }
 
     def stamps(self) -> dict[str, int]:
         """The ground-truth members, the send stamp read now."""
@@ -373,6 +386,10 @@ class _Stream(_Job):
             tokens = self.tokens
             content, reasoning, itl = self.content, self.reasoning, self.itl
             while True:
+                if i == 0:
+                    # the stamp the first token's event carries, or within
+                    # a microsecond of it (usage(), ground truth)
+                    self.first_send = _monotonic_ns()
                 if i == last:
                     out.append(
                         framed(
@@ -426,6 +443,7 @@ class _Buffered(_Job):
         if self.due > self.t0:
             stats.add_lateness(_monotonic_ns() - self.due)
         tokens, k, n = self.tokens, self.k, self.n
+        self.first_send = _monotonic_ns()  # every token goes in this write
         if self.gen.stream:
             body, events = self._sse_body()
             head = _head(

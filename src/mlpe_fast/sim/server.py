@@ -469,6 +469,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--loop", choices=("auto", "uvloop", "asyncio"), default=d.loop)
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--max-body", type=int, default=d.max_body, help="bytes (413 past it)")
+    g.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=d.max_output_tokens,
+        help="largest max_tokens accepted (400 past it)",
+    )
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
@@ -504,6 +510,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         timer=ns.timer,
         loop=ns.loop,
         max_body=ns.max_body,
+        max_output_tokens=ns.max_output_tokens,
     )
 
 

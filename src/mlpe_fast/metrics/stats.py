@@ -1,0 +1,300 @@
+"""Per-point statistics from request records and token counts.
+
+Definitions (``mlperf-endpoints-spec.md`` §1.1-1.3, ``reference-client.md``
+§2.2), all times ``CLOCK_MONOTONIC`` ns as the engine stamped them:
+
+* **TTFT** = ``t_first - t_issue``, streamed responses only (a response is
+  streamed when it carried SSE events; a plain JSON answer has none).
+* **TPOT** = ``(t_done - t_first) / tpot_tokens`` per streamed response,
+  where ``tpot_tokens`` counts the text after the first content-bearing
+  event (spec §1.2); responses with ``tpot_tokens <= 0`` and non-positive
+  or non-finite values are skipped.
+* **latency** = ``t_done - t_issue``.
+* **OSL** = output tokens per response (:mod:`mlpe_fast.metrics.tokens`).
+* **window** (``duration_ns``) = from the start of performance tracking
+  (``tracking_start_ns``; default the first issue) to the last completion
+  (``t_done``, else ``t_end`` for a request that failed before ``[DONE]``).
+  This is the reference client's tracked window, reference-client.md §2.2:
+  "a tracked block starts at START_PERFORMANCE_TRACKING ... and ends at the
+  last tracked completion"; spec §1.4 ``total`` basis.
+* **QPS** = completed / window; **system output tokens/s** (``system_tps``)
+  = Σ OSL / window (spec §1.1; the checker's
+  ``output_sequence_lengths.total / (duration_ns / 1e9)``).
+* **tps_per_user** = ``1000 / tpot_p90_ms`` (spec §1.1).
+* Percentiles: ``numpy.percentile(values, p, method="lower")`` over the
+  raw samples, the reference's estimator (spec §1.3), on the reference grid
+  :data:`PERCENTILES`; mean and population standard deviation alongside.
+
+Timing and token figures are taken over *completed* requests (no error
+class).  The reference records TTFT at the first chunk even for a request
+that fails later; with failures the two clients' TTFT sets can differ.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from ..engine.record import RequestRecord
+from .tokens import TokenCounts
+
+__all__ = ("PERCENTILES", "Distribution", "PointStats", "distribution", "point_stats")
+
+#: The reference client's percentile grid (reference-client.md §2.2).
+PERCENTILES: tuple[float, ...] = (
+    99.9,
+    99.0,
+    97.0,
+    95.0,
+    90.0,
+    80.0,
+    75.0,
+    50.0,
+    25.0,
+    10.0,
+    5.0,
+    1.0,
+)
+
+
+def _key(p: float) -> str:
+    # The reference keys percentiles by str(float): "99.9", "90.0", "50.0".
+    return str(float(p))
+
+
+class Distribution(msgspec.Struct, frozen=True):
+    """Summary of one series (ns for times, tokens for lengths).
+
+    ``percentiles`` maps ``str(float(p))`` (``"90.0"``, ``"99.9"``) to the
+    value at ``p`` on the :data:`PERCENTILES` grid, ``method="lower"``.
+    """
+
+    count: int
+    total: float
+    min: float
+    max: float
+    mean: float
+    std: float
+    percentiles: dict[str, float]
+
+    def percentile(self, p: float) -> float:
+        """The value at ``p``, which must be on the grid."""
+        return self.percentiles[_key(p)]
+
+    @property
+    def p50(self) -> float:
+        return self.percentiles["50.0"]
+
+    @property
+    def p90(self) -> float:
+        return self.percentiles["90.0"]
+
+    @property
+    def p95(self) -> float:
+        return self.percentiles["95.0"]
+
+    @property
+    def p99(self) -> float:
+        return self.percentiles["99.0"]
+
+    @property
+    def p999(self) -> float:
+        return self.percentiles["99.9"]
+
+
+def distribution(
+    values: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    percentiles: Sequence[float] = PERCENTILES,
+) -> Distribution | None:
+    """The :class:`Distribution` of raw samples, or None when there are none."""
+    if values.size == 0:
+        return None
+    grid = np.percentile(values, list(percentiles), method="lower")
+    return Distribution(
+        count=int(values.size),
+        total=float(values.sum()),
+        min=float(values.min()),
+        max=float(values.max()),
+        mean=float(values.mean()),
+        std=float(values.std()),
+        percentiles={_key(p): float(v) for p, v in zip(percentiles, grid, strict=True)},
+    )
+
+
+class PointStats(msgspec.Struct, frozen=True):
+    """The figures of one measurement point (see the module docstring).
+
+    Counts: ``issued`` = ``completed + failed`` records in the window;
+    ``streamed`` = completed responses that came as SSE; ``errors`` = failed
+    records per error class, most frequent first, with ``error_examples``
+    holding the first message of each; ``finish_reasons`` per completed
+    response (``"none"`` when the endpoint gave none); ``chunk_errors`` =
+    SSE events that could not be decoded (not failures).
+
+    Series (:class:`Distribution` or None when empty): ``ttft``, ``tpot``,
+    ``latency`` in ns, ``osl`` in tokens.  ``tpot_skipped`` = streamed
+    responses without a valid TPOT sample.
+
+    Throughput: ``duration_ns`` from ``window_start_ns`` to
+    ``window_end_ns``; ``qps``, ``system_tps`` (Σ OSL / window, None
+    without token counts), ``tps_per_user`` (1000 / TPOT p90 in ms).
+    ``tokens_complete`` is False when token counts were missing or not all
+    completed responses were counted.
+    """
+
+    issued: int
+    completed: int
+    failed: int
+    streamed: int
+    errors: dict[str, int]
+    error_examples: dict[str, str]
+    finish_reasons: dict[str, int]
+    chunk_errors: int
+    ttft: Distribution | None
+    tpot: Distribution | None
+    latency: Distribution | None
+    osl: Distribution | None
+    tpot_skipped: int
+    osl_total: int | None
+    window_start_ns: int
+    window_end_ns: int
+    duration_ns: int
+    qps: float | None
+    system_tps: float | None
+    tps_per_user: float | None
+    tokens_complete: bool
+
+    @property
+    def duration_s(self) -> float:
+        return self.duration_ns / 1e9
+
+    @property
+    def ttft_p90_ms(self) -> float | None:
+        return None if self.ttft is None else self.ttft.p90 / 1e6
+
+    @property
+    def tpot_p90_ms(self) -> float | None:
+        return None if self.tpot is None else self.tpot.p90 / 1e6
+
+
+def _sorted_counts(counter: Counter[str]) -> dict[str, int]:
+    return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def point_stats(
+    records: Sequence[RequestRecord],
+    counts: TokenCounts | None = None,
+    *,
+    tracking_start_ns: int | None = None,
+) -> PointStats:
+    """Computes :class:`PointStats` for the records of one point.
+
+    Args:
+        records: the point's records.
+        counts: token counts of ``records`` in the same order (from
+            :meth:`TokenCounter.drain`/``finish`` fed in that order); None
+            when no tokenizer is available (then no OSL, TPOT or tokens/s).
+        tracking_start_ns: when performance tracking started (after
+            warm-up).  Records issued before it are left out and the window
+            starts there; by default the window starts at the first issue.
+
+    Raises:
+        ValueError: ``counts`` does not have one entry per record.
+    """
+    if counts is not None and len(counts.osl) != len(records):
+        raise ValueError(
+            f"token counts cover {len(counts.osl)} records, but {len(records)} were given"
+        )
+    n = len(records)
+    t_issue = np.empty(n, np.int64)
+    t_first = np.empty(n, np.int64)
+    t_finish = np.empty(n, np.int64)  # t_done, else t_end (the completion)
+    ok = np.zeros(n, np.bool_)
+    streamed = np.zeros(n, np.bool_)
+    has_first = np.zeros(n, np.bool_)
+    errors: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    reasons: Counter[str] = Counter()
+    chunk_errors = 0
+    for i, record in enumerate(records):
+        summary = record.response
+        t_issue[i] = record.t_issue
+        first = summary.t_first
+        done = summary.t_done
+        t_first[i] = 0 if first is None else first
+        has_first[i] = first is not None
+        t_finish[i] = record.t_end if done is None else done
+        streamed[i] = summary.events > 0
+        ok[i] = record.error_class is None
+    tracked = np.ones(n, np.bool_) if tracking_start_ns is None else t_issue >= tracking_start_ns
+    for index in np.flatnonzero(tracked).tolist():
+        record = records[index]
+        chunk_errors += record.response.chunk_errors
+        if record.error_class is None:
+            reason = record.response.finish_reason
+            reasons[reason if reason is not None else "none"] += 1
+        else:
+            errors[record.error_class] += 1
+            examples.setdefault(record.error_class, record.error_message or "")
+
+    done_ok = tracked & ok
+    ttft_mask = done_ok & streamed & has_first
+    ttft = distribution(t_first[ttft_mask] - t_issue[ttft_mask])
+    latency = distribution(t_finish[done_ok] - t_issue[done_ok])
+
+    osl: Distribution | None = None
+    tpot: Distribution | None = None
+    osl_total: int | None = None
+    tokens_complete = False
+    if counts is not None:
+        osl_values = counts.osl[done_ok]
+        counted = osl_values >= 0
+        tokens_complete = bool(counted.all()) and counts.error is None
+        osl_values = osl_values[counted]
+        osl = distribution(osl_values)
+        osl_total = int(osl_values.sum())
+        tokens = counts.tpot_tokens
+        tpot_mask = ttft_mask & (tokens > 0)
+        per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / tokens[tpot_mask]
+        per_token = per_token[np.isfinite(per_token) & (per_token > 0)]
+        tpot = distribution(per_token)
+    tpot_count = 0 if tpot is None else tpot.count
+    n_streamed = int(np.count_nonzero(done_ok & streamed))
+
+    n_tracked = int(np.count_nonzero(tracked))
+    if n_tracked:
+        start = int(t_issue[tracked].min()) if tracking_start_ns is None else tracking_start_ns
+        end = int(t_finish[tracked].max())
+    else:
+        start = end = 0 if tracking_start_ns is None else tracking_start_ns
+    duration = max(0, end - start)
+    completed = int(np.count_nonzero(done_ok))
+    seconds = duration / 1e9
+    tpot_p90_ms = None if tpot is None else tpot.p90 / 1e6
+    return PointStats(
+        issued=n_tracked,
+        completed=completed,
+        failed=n_tracked - completed,
+        streamed=n_streamed,
+        errors=_sorted_counts(errors),
+        error_examples=examples,
+        finish_reasons=_sorted_counts(reasons),
+        chunk_errors=chunk_errors,
+        ttft=ttft,
+        tpot=tpot,
+        latency=latency,
+        osl=osl,
+        tpot_skipped=n_streamed - tpot_count if counts is not None else n_streamed,
+        osl_total=osl_total,
+        window_start_ns=start,
+        window_end_ns=end,
+        duration_ns=duration,
+        qps=completed / seconds if duration > 0 else None,
+        system_tps=osl_total / seconds if duration > 0 and osl_total is not None else None,
+        tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
+        tokens_complete=tokens_complete,
+    )

@@ -1,0 +1,150 @@
+"""`mlpe-fast run` end to end against the simulated endpoint on loopback.
+
+The endpoint puts its own CLOCK_MONOTONIC stamps in each response's usage
+(when it read the request, when it sent the first token): on Linux the
+client's stamps are on the same clock, so each record can be checked
+against ground truth: t_issue <= server receive, server send <= t_first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from mlpe_fast.cli import main
+from mlpe_fast.config import RunConfig
+from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+SAME_CLOCK = sys.platform.startswith("linux")
+
+
+def _config(tmp_path: Path, **changes: object) -> RunConfig:
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    fields: dict[str, object] = {"concurrency": 8, "num_samples": 64, "max_output_tokens": 16}
+    return msgspec.structs.replace(config, **{**fields, **changes})
+
+
+def test_every_request_is_recorded_once_and_stamps_bracket_the_server(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "1")) as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    records = result.records
+    assert len(records) == 64 == result.stats.issued
+    assert len({r.sample_id for r in records}) == 64
+    assert result.stats.completed == 64 and result.stats.failed == 0
+    for record in records:
+        usage = record.response.usage
+        assert usage is not None and usage["completion_tokens"] == 16
+        assert record.response.content_events == 16
+        if SAME_CLOCK:
+            assert record.t_issue <= usage["mlpe_recv_ns"]
+            assert usage["mlpe_first_send_ns"] <= record.t_first  # type: ignore[operator]
+        assert record.t_first <= record.t_done <= record.t_end  # type: ignore[operator]
+    # 16 one-character tokens per response: exact counts, exact TPS.
+    assert result.stats.osl_total == 64 * 16
+    assert result.stats.ttft is not None and result.stats.ttft.p50 >= 5e6
+
+
+def test_run_folder(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    with simulated_endpoint() as endpoint:
+        asyncio.run(run_point(config, endpoint, progress=False))
+    run = tmp_path / "run"
+    assert {p.name for p in run.iterdir()} >= {
+        "config.yaml",
+        "events.jsonl",
+        "report.txt",
+        "sample_idx_map.json",
+    }
+    lines = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    topics = [line["event_type"] for line in lines]
+    assert topics[0] == "session.started" and topics[-1] == "session.ended"
+    assert topics.count("sample.issued") == topics.count("sample.complete") == 64
+    assert topics.count("sample.recv_first") == 64
+    mapping = json.loads((run / "sample_idx_map.json").read_text())
+    assert len(mapping["performance"]) == 64
+
+
+def test_failures_are_counted_not_lost(tmp_path: Path) -> None:
+    # The endpoint refuses max_tokens above its limit with a 400.
+    config = _config(tmp_path, max_output_tokens=5)
+    with simulated_endpoint(("--max-output-tokens", "4")) as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    assert result.stats.failed == 64 and result.stats.completed == 0
+    assert result.stats.errors == {"HTTPStatusError": 64}
+    assert "HTTP 400" in result.stats.error_examples["HTTPStatusError"]
+
+
+def test_cli_demo_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code = main(
+        ["run", "--no-progress", "--num-samples", "32", "--report-dir", str(tmp_path / "r")]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "32 done, 0 failed" in out
+    assert "TTFT" in out and "self-audit" in out
+    assert (tmp_path / "r" / "events.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--concurrency", "zero"], "--concurrency"),
+        (["run", "--dataset", "/no/such/file.jsonl"], "/no/such/file.jsonl"),
+        (["run", "--endpoints", "https://x", "--model", "m", "--dataset", "{data}"], "https"),
+        (["run", "--tokenizer", "/no/such/tokenizer"], "/no/such/tokenizer"),
+        (["serve", "--port", "-5"], "port"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_status_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    data = str(SHARED / "datasets" / "dummy_1k.jsonl") + ",parser.prompt=text_input"
+    code = main([a.replace("{data}", data) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_unreachable_endpoint_is_reported_not_raised(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = SHARED / "datasets" / "dummy_1k.jsonl"
+    if not data.exists():
+        pytest.skip("../shared/data is not beside the checkout")
+    code = main(
+        [
+            "run",
+            "--no-progress",
+            "--endpoints",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--tokenizer",
+            str(SHARED / "tokenizers" / "char"),
+            "--dataset",
+            f"{data},parser.prompt=text_input",
+            "--num-samples",
+            "4",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 4
+    assert "4 failed" in captured.out and "ConnectError" in captured.out
+    assert "no request succeeded" in captured.err and "Traceback" not in captured.err
+
+
+def test_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "mlpe_fast", "--version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("mlpe-fast ")
+
