@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
 
 from ._version import __version__
 from .errors import MlpeError, UsageError
@@ -101,13 +102,14 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _loop_runner():  # type: ignore[no-untyped-def]
+def _loop_runner() -> Callable[[Coroutine[Any, Any, int]], int]:
     """uvloop where it exists (not on Windows), else asyncio."""
     try:
         import uvloop
     except ImportError:
         return asyncio.run
-    return uvloop.run
+    run: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
+    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,8 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     except UsageError as error:
-        print(f"mlpe-fast: {error}" if not str(error).startswith("mlpe-fast") else error,
-              file=sys.stderr)
+        message = str(error)
+        print(
+            message if message.startswith("mlpe-fast") else f"mlpe-fast: {message}", file=sys.stderr
+        )
         return EXIT_USAGE
     except SetupError as error:
         print(f"mlpe-fast: {error}", file=sys.stderr)

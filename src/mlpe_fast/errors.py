@@ -119,8 +119,8 @@ class ProtocolError(MlpeError, ValueError):
     def __eq__(self, other: object) -> bool:
         return (
             type(other) is type(self)
-            and self.position == other.position  # type: ignore[attr-defined]
-            and self.detail == other.detail  # type: ignore[attr-defined]
+            and self.position == other.position
+            and self.detail == other.detail
         )
 
     def __hash__(self) -> int:

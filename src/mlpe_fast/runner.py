@@ -22,7 +22,6 @@ from typing import Any, TextIO
 import msgspec
 
 from . import sim
-from .sim.tokenizer import DEMO_TOKENIZER
 from .artifacts.config_yaml import write_config_yaml
 from .artifacts.events import (
     SESSION_ENDED,
@@ -45,6 +44,7 @@ from .metrics.stats import PointStats, point_stats
 from .metrics.tokens import TokenCounter, load_tokenizer
 from .report.progress import Progress
 from .report.table import render
+from .sim.tokenizer import DEMO_TOKENIZER
 
 __all__ = ("PointResult", "SetupError", "demo_config", "run_point", "simulated_endpoint")
 

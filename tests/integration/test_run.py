@@ -147,4 +147,3 @@ def test_version() -> None:
         [sys.executable, "-m", "mlpe_fast", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("mlpe-fast ")
-

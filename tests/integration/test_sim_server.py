@@ -318,7 +318,11 @@ def test_streaming_chat_with_usage(serve: Any, loop: str) -> None:
     assert set(text) <= set(VOCAB)
     assert usage["choices"] == []
     # Prompt tokens: characters of the messages' text ("ab" + "cde").
-    assert openai_usage(usage["usage"]) == {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+    assert openai_usage(usage["usage"]) == {
+        "prompt_tokens": 5,
+        "completion_tokens": 7,
+        "total_tokens": 12,
+    }
 
 
 def test_streaming_completions(serve: Any) -> None:
@@ -338,7 +342,11 @@ def test_streaming_completions(serve: Any) -> None:
     assert len("".join(t["choices"][0]["text"] for t in tokens)) == 5
     assert tokens[-1]["choices"][0]["finish_reason"] == "length"
     assert usage["choices"] == []
-    assert openai_usage(usage["usage"]) == {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    assert openai_usage(usage["usage"]) == {
+        "prompt_tokens": 3,
+        "completion_tokens": 5,
+        "total_tokens": 8,
+    }
     # Without include_usage: tokens only, then [DONE].
     assert [len(d["choices"]) for d in plain.docs()] == [1, 1, 1]
 
@@ -359,13 +367,21 @@ def test_non_streaming_chat_and_completions(serve: Any) -> None:
     assert message["role"] == "assistant"
     assert len(message["reasoning_content"]) == 3
     assert len(message["content"]) == 7
-    assert openai_usage(doc["usage"]) == {"prompt_tokens": 5, "completion_tokens": 10, "total_tokens": 15}
+    assert openai_usage(doc["usage"]) == {
+        "prompt_tokens": 5,
+        "completion_tokens": 10,
+        "total_tokens": 15,
+    }
     assert doc["mlpe_send_ns"] >= doc["mlpe_recv_ns"]
     doc = comp.json()
     assert doc["object"] == "text_completion"
     assert len(doc["choices"][0]["text"]) == 6
     # A token-id prompt counts its ids.
-    assert openai_usage(doc["usage"]) == {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+    assert openai_usage(doc["usage"]) == {
+        "prompt_tokens": 4,
+        "completion_tokens": 6,
+        "total_tokens": 10,
+    }
 
 
 @pytest.mark.parametrize("max_tokens", [1, 2, 5, 64, 300])

@@ -130,7 +130,7 @@ def new_event_loop(kind: LoopKind = "auto") -> asyncio.AbstractEventLoop:
     not on Windows (``"uvloop"`` insists on it), else asyncio's default."""
     if kind != "asyncio" and sys.platform != "win32":
         try:
-            import uvloop  # noqa: PLC0415 (optional, and only where a loop is made)
+            import uvloop
         except ImportError:
             if kind == "uvloop":
                 raise

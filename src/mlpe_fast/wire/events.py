@@ -138,9 +138,7 @@ class Delta(msgspec.Struct, frozen=True, gc=False):
         arguments fragment (spec section 1.1, "first non-empty text
         fragment in any response category")."""
         return bool(
-            self.content
-            or self.reasoning
-            or any(t.name or t.arguments for t in self.tool_calls)
+            self.content or self.reasoning or any(t.name or t.arguments for t in self.tool_calls)
         )
 
 
