@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+
+from mlpe_fast.runner import simulated_endpoint
 
 CONCURRENCY = 64
 REQUESTS = 640
@@ -31,21 +30,9 @@ EVENTS = 1000
 
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    """The simulated endpoint in a separate process (zero delay)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlpe_fast.sim.server", "--port", "0", "--output-len", "1000"],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    url = line.split(" at ")[1].split()[0]
-    try:
+    """The simulated endpoint in its own process."""
+    with simulated_endpoint(("--output-len", "1000")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def body(tokens: int) -> dict[str, Any]:

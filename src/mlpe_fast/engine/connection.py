@@ -17,6 +17,11 @@ Rules:
     closed an idle keep-alive connection as the request went out, so it never
     saw it.  ``RequestRecord.retries`` says so.
  4. Every exchange ends in exactly one record, delivered to its ``on_done``.
+ 5. The end of a response is stamped in the read that completed it, but the
+    work that follows (summary, record, the caller's callback, which usually
+    sends the next request) runs after the loop has handled every other read
+    that was ready at the same time: a burst of responses finishing together
+    must not make the later ones' stamps late.
 """
 
 from __future__ import annotations
@@ -93,10 +98,12 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
     def __init__(self, pool: ConnectionPool) -> None:
         ReadCore.__init__(self, pool.decoder_options)
         self.pool = pool
+        self._call_soon = asyncio.get_running_loop().call_soon
         self.transport: asyncio.Transport | None = None
         self.exchange: Exchange | None = None
         self.served = 0
         self.closed = False
+        self._completed_at: int | None = None
 
     # -- asyncio protocol -----------------------------------------------------
 
@@ -142,9 +149,17 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
             exchange.on_first(exchange, t_ns)
 
     def on_response_done(self, t_ns: int) -> None:
+        # Rule 5: stamp now, finish after this loop iteration's other reads.
+        self._completed_at = t_ns
+        self._call_soon(self._finish_response)
+
+    def _finish_response(self) -> None:
         exchange = self.exchange
-        assert exchange is not None
+        t_ns = self._completed_at
+        if exchange is None or t_ns is None:  # finished meanwhile (see fail)
+            return
         self.exchange = None
+        self._completed_at = None
         summary: ResponseSummary = self.take_summary()
         self.served += 1
         if summary.error_code:
@@ -164,7 +179,12 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
         self.close()
 
     def fail(self, t_ns: int, error_class: str, message: str) -> None:
-        """Ends the current exchange as failed and drops the connection."""
+        """Ends the current exchange as failed and drops the connection.
+
+        A response that completed but is not finished yet (rule 5) is
+        finished as it was, not failed."""
+        if self._completed_at is not None:
+            self._finish_response()
         exchange = self.exchange
         self.close()
         if exchange is None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import uuid
 from collections.abc import Callable
 from typing import Protocol
 
@@ -108,7 +107,7 @@ async def run_phase(
         sample_index, body = source.next_request()
         phase.issued += 1
         in_flight += 1
-        sample_id = uuid.uuid4().hex
+        sample_id = client.new_sample_id()
         if on_issue is not None:
             on_issue(sample_index, sample_id, monotonic_ns() if t_sched is None else t_sched)
         client.issue(

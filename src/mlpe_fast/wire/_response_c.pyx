@@ -182,30 +182,31 @@ cdef class ResponseDecoder:
                 _bytes(r.first_chunk_error_data.ptr, r.first_chunk_error_data.len),
                 r.first_chunk_error_t_ns,
             )
+        # Positional, in field order: this runs once per response.
         return _ResponseSummary(
-            status=r.status,
-            t_head=r.t_head if r.t_head >= 0 else None,
-            t_first=r.t_first if first else None,
-            t_done=r.t_done if r.t_done >= 0 else None,
-            content=_buf_text(&r.content),
-            reasoning=_buf_text(&r.reasoning),
-            tool_calls=tuple([call for call, _, _ in calls]),
-            content_after_first=_buf_text(&r.content, r.content_first_len) if first else "",
-            reasoning_after_first=_buf_text(&r.reasoning, r.reasoning_first_len) if first else "",
-            tool_calls_after_first=tool_calls_after_first(calls) if first else (),
-            finish_reason=_buf_text(&r.finish_reason) if r.has_finish_reason else None,
-            usage=decode_usage(_bytes(r.usage.ptr, r.usage.len)) if r.has_usage else None,
-            events=r.events,
-            content_events=r.content_events,
-            events_after_done=r.events_after_done,
-            done=bool(r.done_seen),
-            complete=bool(r.complete),
-            keep_alive=bool(r.keep_alive),
-            chunk_errors=r.chunk_errors,
-            first_chunk_error=first_chunk_error,
-            unexpected_bytes=r.unexpected_bytes,
-            error_code=error_code,
-            error_message=error_message,
-            chunk_times=tuple([r.chunk_times[i] for i in range(r.n_chunk_times)])
+            r.status,  # status
+            r.t_head if r.t_head >= 0 else None,  # t_head
+            r.t_first if first else None,  # t_first
+            r.t_done if r.t_done >= 0 else None,  # t_done
+            _buf_text(&r.content),  # content
+            _buf_text(&r.reasoning),  # reasoning
+            tuple([call for call, _, _ in calls]),  # tool_calls
+            _buf_text(&r.content, r.content_first_len) if first else "",  # content_after_first
+            _buf_text(&r.reasoning, r.reasoning_first_len) if first else "",  # reasoning_after_first
+            tool_calls_after_first(calls) if first and calls else (),  # tool_calls_after_first
+            _buf_text(&r.finish_reason) if r.has_finish_reason else None,  # finish_reason
+            decode_usage(_bytes(r.usage.ptr, r.usage.len)) if r.has_usage else None,  # usage
+            r.events,  # events
+            r.content_events,  # content_events
+            r.events_after_done,  # events_after_done
+            bool(r.done_seen),  # done
+            bool(r.complete),  # complete
+            bool(r.keep_alive),  # keep_alive
+            r.chunk_errors,  # chunk_errors
+            first_chunk_error,  # first_chunk_error
+            r.unexpected_bytes,  # unexpected_bytes
+            error_code,  # error_code
+            error_message,  # error_message
+            tuple([r.chunk_times[i] for i in range(r.n_chunk_times)])  # chunk_times
             if r.record_chunk_times else None,
         )
