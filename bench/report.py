@@ -23,7 +23,7 @@ def main(path: str) -> int:
             continue
         name = bench["name"]
         piece = re.search(r"piece(\d+)", name)
-        impl = re.search(r"-(c|py)\]", name)
+        impl = re.search(r"\[(c|py)-", name)
         column = (
             "reference-style"
             if "reference_style" in name
