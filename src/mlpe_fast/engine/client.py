@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ..errors import MlpeError
-from ..wire.events import ResponseSummary
+from ..wire.events import NO_RESPONSE
 from ._reader import monotonic_ns
 from .connection import Connection, ConnectionPool, Exchange
 from .record import RequestRecord
@@ -44,35 +44,6 @@ _encode = msgspec.json.Encoder().encode
 
 class ClientConfigError(MlpeError, ValueError):
     """The client was given something it cannot use (a bad URL, say)."""
-
-
-def _empty_summary() -> ResponseSummary:
-    return ResponseSummary(
-        status=0,
-        t_head=None,
-        t_first=None,
-        t_done=None,
-        content="",
-        reasoning="",
-        tool_calls=(),
-        content_after_first="",
-        reasoning_after_first="",
-        tool_calls_after_first=(),
-        finish_reason=None,
-        usage=None,
-        events=0,
-        content_events=0,
-        events_after_done=0,
-        done=False,
-        complete=False,
-        keep_alive=False,
-        chunk_errors=0,
-        first_chunk_error=None,
-        unexpected_bytes=0,
-        error_code=0,
-        error_message="",
-        chunk_times=None,
-    )
 
 
 class Client:
@@ -277,7 +248,7 @@ class Client:
         return done
 
     def _connect_failed(self, exchange: Exchange, error_class: str, message: str) -> None:
-        exchange.on_done(exchange.record(monotonic_ns(), _empty_summary(), error_class, message))
+        exchange.on_done(exchange.record(monotonic_ns(), NO_RESPONSE, error_class, message))
 
     async def _watch(self, period: float) -> None:
         idle = self._idle_timeout_ns

@@ -23,6 +23,7 @@ __all__ = (
     "ChunkError",
     "Delta",
     "FirstToken",
+    "NO_RESPONSE",
     "ResponseComplete",
     "ResponseHead",
     "ResponseSummary",
@@ -244,3 +245,32 @@ class ResponseSummary(msgspec.Struct, frozen=True, gc=False):
     def ok(self) -> bool:
         """A complete 2xx response without a terminal error."""
         return self.complete and self.error_code == 0
+
+
+NO_RESPONSE = ResponseSummary(
+    status=0,
+    t_head=None,
+    t_first=None,
+    t_done=None,
+    content="",
+    reasoning="",
+    tool_calls=(),
+    content_after_first="",
+    reasoning_after_first="",
+    tool_calls_after_first=(),
+    finish_reason=None,
+    usage=None,
+    events=0,
+    content_events=0,
+    events_after_done=0,
+    done=False,
+    complete=False,
+    keep_alive=False,
+    chunk_errors=0,
+    first_chunk_error=None,
+    unexpected_bytes=0,
+    error_code=0,
+    error_message="",
+    chunk_times=None,
+)
+"""The summary of a request that never got a byte back (a connect error, say)."""
