@@ -14,7 +14,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -225,7 +224,7 @@ async def run_point(
                 bar.start()
             probe.start()
             await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
-            lags, cpu_ns = probe.stop()
+            lags, cpu_ns, cpu_system_ns = probe.stop()
             if events is not None:
                 events.session(SESSION_STOP_PERFORMANCE_TRACKING)
             connections, connect_ns = client.connections_opened, client.connect_ns_total
@@ -234,7 +233,7 @@ async def run_point(
             bar.stop()
     counts = await asyncio.get_running_loop().run_in_executor(None, counter.finish, 120.0)
     stats = point_stats(records, counts, tracking_start_ns=tracking_start)
-    audit = audit_records(records, lags, cpu_ns, connections, connect_ns)
+    audit = audit_records(records, lags, cpu_ns, connections, connect_ns, cpu_system_ns)
     table = render(stats, audit.as_rows(), title=_title(config))
     if report_dir is not None and events is not None:
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -282,7 +281,3 @@ def _title(config: RunConfig) -> str:
     if pattern == "poisson":
         return f"{config.model}, Poisson {config.target_qps:g} queries/s"
     return f"{config.model}, Offline"
-
-
-def elapsed_since(start: float) -> float:
-    return time.monotonic() - start
