@@ -145,3 +145,83 @@ def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
     benchmark.extra_info["cpu_us_per_request"] = us_per_request
     benchmark.extra_info["cpu_us_per_event"] = us_per_event
     print(f"\n{client}: {us_per_request:.1f} µs CPU per request, {us_per_event:.3f} µs per event")
+
+
+class _AnsweringTransport:
+    """A transport that answers every request with one canned response on
+    the next loop iteration: the engine's own per-request work, no I/O."""
+
+    def __init__(self, connection: Any, response: bytes) -> None:
+        self._connection = connection
+        self._response = response
+        self._call_soon = asyncio.get_running_loop().call_soon
+
+    def write(self, data: bytes) -> None:
+        self._call_soon(self._answer)
+
+    def _answer(self) -> None:
+        buffer = self._connection.get_buffer(-1)
+        buffer[: len(self._response)] = self._response
+        self._connection.buffer_updated(len(self._response))
+
+    def get_extra_info(self, name: str) -> None:
+        return None
+
+    def abort(self) -> None:
+        pass
+
+
+async def run_without_io(requests: int) -> None:
+    from mlpe_fast.engine import Client
+    from mlpe_fast.engine.connection import Connection
+    from mlpe_fast.sim.stream import chat_chunk, http_response, sse_event
+
+    response = http_response(
+        [
+            sse_event(chat_chunk(role="assistant", content="")),
+            sse_event(chat_chunk(content="a")),
+            sse_event(chat_chunk(finish_reason="stop")),
+            sse_event(b"[DONE]"),
+        ]
+    )
+    client = Client("http://127.0.0.1:1")
+    client.open()
+    pool = client._pool
+    assert pool is not None
+    connection = Connection(pool)
+    connection.connection_made(_AnsweringTransport(connection, response))  # type: ignore[arg-type]
+    pool.release(connection, True)
+    done = asyncio.Event()
+    count = 0
+
+    def on_done(record: Any) -> None:
+        nonlocal count
+        count += 1
+        if count < requests:
+            client.issue(b"{}", on_done)
+        else:
+            done.set()
+
+    client.issue(b"{}", on_done)
+    await done.wait()
+    await client.aclose()
+
+
+def test_engine_work_per_request_without_io(benchmark: Any) -> None:
+    """What mlpe-fast itself spends per request (issue, decode a one-token
+    response, summary, record, callback), with the sockets taken away: the
+    rest of test_client_cpu's per-request figure is the system's I/O."""
+    import uvloop
+
+    requests = 20000
+    cpu: list[float] = []
+
+    def measure() -> None:
+        start = time.process_time()
+        uvloop.run(run_without_io(requests))
+        cpu.append(time.process_time() - start)
+
+    benchmark.pedantic(measure, rounds=3, iterations=1)
+    us = min(cpu) / requests * 1e6
+    benchmark.extra_info["cpu_us_per_request"] = us
+    print(f"\nmlpe-fast without I/O: {us:.1f} µs CPU per request")
