@@ -116,10 +116,46 @@
  *    of the old payload that the scratch buffer no longer holds, hence
  *    exactly one.
  *
+ * Integer holes.  Chunks often also differ in an integer: a per-chunk
+ * "created", the simulator's "mlpe_send_ns".  The full pass records (in
+ * parse_top, text order) the spans of the values of top-level members other
+ * than "error", "choices" and "usage" that are integer literals,
+ * -?(0|[1-9][0-9]*) -- the first MLPE_OAI_TEMPLATE_INTS of them; later ones
+ * stay fixed bytes of the template (sound, only fewer hits) -- and they
+ * become integer holes of the template, in its prefix or its suffix.  A
+ * later payload whose template bytes do not all match as they are is
+ * matched again segment by segment: fixed bytes equal, one integer literal
+ * (any) in each integer hole, then as above.  Why that is exact too:
+ *  - substituting one integer literal for another keeps J1-J4 (ASCII
+ *    digits, a token of the same kind at the same depth, no new problem),
+ *    so the payload is valid with the same structure;
+ *  - the value belongs to a top-level member that S10 ignores: only
+ *    "error", "choices" and "usage" are read at the top level, and the
+ *    member's name is fixed template bytes, so it is that same ignored name
+ *    in every payload (it is compared after unescaping, as the full pass
+ *    compares: "\u0075sage" is "usage" and never a hole).  Its duplicates
+ *    are ignored as well, so J6 cannot make it matter; values nested in a
+ *    top-level member, a choice's "index" say, are never holes (their
+ *    integer value is read by S3/S6);
+ *  - the result points into the scratch copy of the string hole only, never
+ *    at an integer.
+ * So every rule decides the same and the result is the template's with the
+ * new string.  The integer is scanned greedily (the longest
+ * -?(0|[1-9][0-9]*) at the hole) and the next fixed bytes must follow right
+ * after it: they start with ',', '}' or whitespace, the bytes after a
+ * member value, never a digit, so no shorter split could match ("01" scans
+ * as "0" and misses at '1'; "1e5", "-", "true" miss), and a longer token
+ * ("1.5") misses at its '.'.  Two holes are never adjacent (at least that
+ * one byte lies between), and the string hole is only ever next to its
+ * quotes.  With integer holes in the suffix the string body is the text up
+ * to the first unescaped quote after the prefix, where the suffix must
+ * start.  The segments are compared as they are up to the first difference
+ * (common_len), so that only a changed integer costs a scan.
+ *
  * The template is a cache, not decoding state: a result never depends on
  * the payloads before it.  It holds at most MLPE_OAI_TEMPLATE_MAX bytes, a
  * copy of payload bytes (freed by mlpe_oai_free).  A stream whose chunks
- * also differ elsewhere (a per-chunk stamp, say) misses every time, at the
+ * also differ elsewhere (a per-chunk string stamp, say) misses every time, at the
  * cost of a prefix compare and of re-arming; after MLPE_OAI_MISS_LIMIT
  * misses in a row the decoder backs off (exponentially) from trying, so such
  * streams pay next to nothing for it.
@@ -165,6 +201,11 @@ typedef struct scan {
     size_t n_tools;     /* entries of d->tools used by this payload */
     int err;            /* the code, once a function returned NULL */
     size_t decoded_len; /* string_slow's result */
+    /* Integer values of ignored top-level members (S10), in text order: the
+     * template's integer holes.  Offsets in the payload; the first
+     * MLPE_OAI_TEMPLATE_INTS only. */
+    size_t n_ints;
+    size_t int_at[MLPE_OAI_TEMPLATE_INTS], int_len[MLPE_OAI_TEMPLATE_INTS];
 } scan;
 
 /* Records a failure: the functions return the cursor, or NULL. */
@@ -1128,6 +1169,17 @@ static const uint8_t *parse_top(scan *s, const uint8_t *p, top_rec *r) {
             } else {
                 p = read_value(s, p, 1, &r->error);
             }
+        } else if (*p == '-' || is_digit(*p)) {
+            /* A number nobody reads: an integer hole when it is one. */
+            const uint8_t *const start = p, *q = p + (*p == '-');
+            if ((p = skip_number(s, p)) != NULL && s->n_ints < MLPE_OAI_TEMPLATE_INTS) {
+                while (q != p && is_digit(*q))
+                    q++;
+                if (q == p) {
+                    s->int_at[s->n_ints] = (size_t)(start - s->d->scratch.ptr);
+                    s->int_len[s->n_ints++] = (size_t)(p - start);
+                }
+            }
         } else {
             p = skip_member(s, p, 1);
         }
@@ -1254,16 +1306,18 @@ static size_t closing_quote(const uint8_t *json, size_t at, size_t len) {
     return len;
 }
 
-/* After a successful full decode of json[0..len) into *out: makes it the
- * template when its result has exactly one string fragment -- content or
- * reasoning with no tool call, or one string of a single tool call with
- * neither content nor reasoning -- and no finish_reason, no usage.
- * Otherwise the template in place stays (it is sound whatever came since). */
+/* After a successful full decode of json[0..len) into *out, whose pass was
+ * *s: makes it the template when its result has exactly one string fragment
+ * -- content or reasoning with no tool call, or one string of a single tool
+ * call with neither content nor reasoning -- and no finish_reason, no usage.
+ * The integer values of ignored top-level members the pass found become the
+ * integer holes.  Otherwise the template in place stays (it is sound
+ * whatever came since). */
 static void arm_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
-                         const mlpe_oai_chunk *out) {
+                         const mlpe_oai_chunk *out, const scan *s) {
     const mlpe_span *hole;
     uint8_t field;
-    size_t at, end;
+    size_t at, end, k, n_pre = 0, last = 0;
     if (out->has_finish_reason || out->has_usage)
         return;
     if (out->n_tools == 0) {
@@ -1285,13 +1339,22 @@ static void arm_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
     /* The fragment is the body of the literal that won (J6), unescaped in
      * place: it starts where that body starts in the copy, so at the same
      * offset of json.  The checks below cannot fail; they keep a template
-     * from ever being built on anything but a literal's opening quote. */
+     * from ever being built on anything but a literal's opening quote, and
+     * an integer hole on anything but bytes of the template between two
+     * fixed bytes. */
     at = (size_t)(hole->ptr - d->scratch.ptr);
     if (at == 0 || at > len || json[at - 1] != '"')
         return;
     end = closing_quote(json, at, len);
     if (end >= len || at + (len - end) > MLPE_OAI_TEMPLATE_MAX)
         return;
+    for (k = 0; k < s->n_ints; k++) {
+        const size_t i = s->int_at[k], i_end = i + s->int_len[k];
+        if (i <= last || i_end >= len || (i < at ? i_end >= at : i <= end))
+            return;
+        n_pre += i < at;
+        last = i_end;
+    }
     d->tmpl_field = T_NONE;
     d->tmpl.len = 0;
     if (mlpe_buf_reserve(&d->tmpl, at + (len - end)) != MLPE_OK)
@@ -1300,56 +1363,59 @@ static void arm_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
     memcpy(d->tmpl.ptr + at, json + end, len - end);
     d->tmpl.len = at + (len - end);
     d->tmpl_prefix = at;
+    for (k = 0; k < s->n_ints; k++) {
+        d->tmpl_int_at[k] = (uint32_t)(k < n_pre ? s->int_at[k] : s->int_at[k] - (end - at));
+        d->tmpl_int_len[k] = (uint32_t)s->int_len[k];
+    }
+    d->tmpl_n_ints = (uint8_t)s->n_ints;
+    d->tmpl_n_pre = (uint8_t)n_pre;
     d->tmpl_tool_index = out->n_tools ? out->tools->index : 0;
     d->tmpl_field = field;
 }
 
-/* The fast path: when json[0..len) is the template's prefix, one valid
- * string body, and the template's suffix, fills *out as the full decode
- * would and returns 1; otherwise returns 0 (the full decode decides, errors
- * included). */
-static int apply_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out) {
-    const size_t np = d->tmpl_prefix, ns = d->tmpl.len - np;
-    size_t n;
+/* The hole's string body when it is json[0..n) and the closing quote comes
+ * right after: copied with that quote and the zero padding, scanned as a
+ * string (J1, J2, J5) and unescaped in place, exactly as the full pass
+ * would.  Its literal must end at that quote: an unescaped quote inside, or
+ * a trailing backslash that escapes it, is a miss (returns 0).  have: the
+ * bytes readable at json (>= n). */
+MLPE_INLINE int hole_body(mlpe_oai_decoder *d, const uint8_t *json, size_t n, size_t have,
+                          mlpe_span *text) {
     uint8_t *h;
     const uint8_t *q;
-    mlpe_span text;
-    mlpe_oai_tool *t;
-    if (len < np + ns || memcmp(json, d->tmpl.ptr, np) != 0 ||
-        memcmp(json + len - ns, d->tmpl.ptr + np, ns) != 0)
-        return 0;
-    /* The hole, copied with its closing quote and the zero padding: scanned
-     * as a string (J1, J2, J5) and unescaped in place, exactly as the full
-     * pass would.  Its literal must end at that quote: an unescaped quote
-     * inside, or a trailing backslash that escapes it, is a miss. */
-    n = len - np - ns;
     d->scratch.len = 0;
     if (mlpe_buf_reserve(&d->scratch, n + MLPE_OAI_PAD) != MLPE_OK)
         return 0;
     h = d->scratch.ptr;
-    if (n <= 16 && len - np >= 16)
-        memcpy(h, json + np, 16); /* one vector move; the bytes past n are overwritten */
+    if (n <= 16 && have >= 16)
+        memcpy(h, json, 16); /* one vector move; the bytes past n are overwritten */
     else
-        memcpy(h, json + np, n);
+        memcpy(h, json, n);
     memset(h + n, 0, MLPE_OAI_PAD);
     h[n] = '"';
     d->scratch.len = n;
     q = find_special(h);
-    text.ptr = h;
-    text.len = n;
+    text->ptr = h;
+    text->len = n;
     if (MLPE_UNLIKELY(q != h + n)) {
         scan s;
         if (*q == '"')
             return 0;
         s.end = h + n + 1;
         s.d = d;
-        s.n_tools = 0;
+        s.n_tools = s.n_ints = 0;
         s.err = MLPE_OK;
         s.decoded_len = 0;
         if (string_slow(&s, h, q, 1) != h + n + 1)
             return 0;
-        text.len = s.decoded_len;
+        text->len = s.decoded_len;
     }
+    return 1;
+}
+
+/* The template's result with text as the hole's fragment. */
+MLPE_INLINE int template_result(mlpe_oai_decoder *d, mlpe_span text, mlpe_oai_chunk *out) {
+    mlpe_oai_tool *t;
     clear_chunk(out);
     switch (d->tmpl_field) {
     case T_CONTENT:
@@ -1391,6 +1457,153 @@ static int apply_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len, 
     return 1;
 }
 
+/* The end of the integer literal  [ "-" ] ( "0" / %x31-39 *DIGIT )  that
+ * starts at json[j] (scanned greedily, never past len), or 0 when none
+ * does (j > 0: a hole always follows a fixed byte). */
+MLPE_INLINE size_t int_end(const uint8_t *json, size_t j, size_t len) {
+    j += j < len && json[j] == '-';
+    if (j >= len || !is_digit(json[j]))
+        return 0;
+    if (json[j++] != '0') {
+        /* 8 digits at a time while 8 bytes are left, as skip_digits. */
+        const uint64_t nibbles = 0xF0F0F0F0F0F0F0F0u, threes = 0x3030303030303030u;
+        for (; len - j >= 8; j += 8) {
+            uint64_t x;
+            memcpy(&x, json + j, 8);
+            if ((x & nibbles) != threes || ((x + 0x0606060606060606u) & nibbles) != threes)
+                break;
+        }
+        while (j < len && is_digit(json[j]))
+            j++;
+    }
+    return j;
+}
+
+/* The length of the longest common prefix of a[0..n) and b[0..n). */
+MLPE_INLINE size_t common_len(const uint8_t *a, const uint8_t *b, size_t n) {
+    size_t i = 0;
+#if defined(MLPE_OAI_SSE2)
+    for (; n - i >= 16; i += 16) {
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(a + i));
+        const __m128i y = _mm_loadu_si128((const __m128i *)(const void *)(b + i));
+        const unsigned ne = ~(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, y)) & 0xFFFFu;
+        if (ne != 0)
+            return i + ctz64(ne);
+    }
+#endif
+    for (; n - i >= 8; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            break;
+    }
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Matches the template bytes tmpl[t..t_end), with the integer holes
+ * at[0..n) (offsets in t..t_end, ascending, lengths lens[0..n)), against
+ * json from *pj on: the fixed bytes must be equal, each hole must hold one
+ * integer literal (any), and the fixed bytes after it must follow right
+ * where that literal ends.  Moves *pj past them; returns 0 on a miss.
+ *
+ * The bytes are compared as they are, the holes' old text included, up to
+ * the first difference: a hole whose old text and following fixed byte
+ * were equal holds that same literal (its next byte is no digit).  A
+ * difference inside a hole or on the byte after it (a longer or shorter
+ * literal) restarts the compare after the literal found at the hole. */
+static int match_ints(const uint8_t *json, size_t len, size_t *pj, const uint8_t *tmpl, size_t t,
+                      size_t t_end, const uint32_t *at, const uint32_t *lens, size_t n) {
+    size_t j = *pj, k = 0;
+    for (;;) {
+        const size_t want = t_end - t, have = len - j < want ? len - j : want;
+        const size_t m = common_len(json + j, tmpl + t, have), x = t + m;
+        if (m == want)
+            break;
+        while (k < n && at[k] + lens[k] < x)
+            k++;
+        if (k == n || at[k] > x)
+            return 0;
+        if ((j = int_end(json, j + (at[k] - t), len)) == 0)
+            return 0;
+        t = at[k] + lens[k];
+        k++;
+    }
+    *pj = j + (t_end - t);
+    return 1;
+}
+
+/* The fast path with integer holes, when the template's bytes did not match
+ * as they are (some integer differs, or the payload misses anyway);
+ * prefix_equal: json starts with the prefix as it is. */
+static MLPE_OAI_NOINLINE int apply_template_ints(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
+                                                 mlpe_oai_chunk *out, int prefix_equal) {
+    const size_t np = d->tmpl_prefix, n_pre = d->tmpl_n_pre;
+    const uint8_t *const tmpl = d->tmpl.ptr;
+    size_t j = 0, rest;
+    uint8_t *h;
+    const uint8_t *q;
+    mlpe_span text;
+    if (prefix_equal)
+        j = np;
+    else if (!match_ints(json, len, &j, tmpl, 0, np, d->tmpl_int_at, d->tmpl_int_len, n_pre))
+        return 0;
+    /* The string body ends at the first unescaped quote of the rest (copied
+     * with the zero padding: an unterminated or invalid body is a miss),
+     * where the suffix must start and run to the end. */
+    rest = len - j;
+    d->scratch.len = 0;
+    if (mlpe_buf_reserve(&d->scratch, rest + MLPE_OAI_PAD) != MLPE_OK)
+        return 0;
+    h = d->scratch.ptr;
+    if (rest != 0)
+        memcpy(h, json + j, rest);
+    memset(h + rest, 0, MLPE_OAI_PAD);
+    d->scratch.len = rest;
+    q = find_special(h);
+    text.ptr = h;
+    text.len = (size_t)(q - h);
+    if (*q != '"') {
+        scan s;
+        s.end = h + rest;
+        s.d = d;
+        s.n_tools = s.n_ints = 0;
+        s.err = MLPE_OK;
+        s.decoded_len = 0;
+        if ((q = string_slow(&s, h, q, 1)) == NULL)
+            return 0;
+        q--; /* the closing quote */
+        text.len = s.decoded_len;
+    }
+    j += (size_t)(q - h);
+    if (!match_ints(json, len, &j, tmpl, np, d->tmpl.len, d->tmpl_int_at + n_pre,
+                    d->tmpl_int_len + n_pre, d->tmpl_n_ints - n_pre) ||
+        j != len)
+        return 0;
+    return template_result(d, text, out);
+}
+
+/* The fast path: when json[0..len) is the template's prefix, one valid
+ * string body, and the template's suffix -- with any integer literals in
+ * place of those of its integer holes -- fills *out as the full decode
+ * would and returns 1; otherwise returns 0 (the full decode decides, errors
+ * included). */
+static int apply_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out) {
+    const size_t np = d->tmpl_prefix, ns = d->tmpl.len - np;
+    mlpe_span text;
+    int prefix_equal;
+    if (len < np + ns)
+        return d->tmpl_n_ints != 0 && apply_template_ints(d, json, len, out, 0);
+    prefix_equal = memcmp(json, d->tmpl.ptr, np) == 0;
+    if (!prefix_equal || memcmp(json + len - ns, d->tmpl.ptr + np, ns) != 0)
+        return d->tmpl_n_ints != 0 && apply_template_ints(d, json, len, out, prefix_equal);
+    if (!hole_body(d, json + np, len - np - ns, len - np, &text))
+        return 0;
+    return template_result(d, text, out);
+}
+
 int mlpe_oai_init(mlpe_oai_decoder *d) {
     mlpe_buf_init(&d->scratch);
     d->tools = NULL;
@@ -1399,6 +1612,7 @@ int mlpe_oai_init(mlpe_oai_decoder *d) {
     mlpe_buf_init(&d->tmpl);
     d->tmpl_prefix = 0;
     d->tmpl_tool_index = 0;
+    d->tmpl_n_ints = d->tmpl_n_pre = 0;
     d->tmpl_field = T_NONE;
     d->tmpl_misses = d->tmpl_skip = 0;
     return MLPE_OK;
@@ -1434,7 +1648,7 @@ static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *jso
 
     s.end = d->scratch.ptr + len;
     s.d = d;
-    s.n_tools = 0;
+    s.n_tools = s.n_ints = 0;
     s.err = MLPE_OK;
     start = ws(d->scratch.ptr);
     if (*start == '{') {
@@ -1453,7 +1667,7 @@ static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *jso
     }
     rc = finish(d, &r, out);
     if (rc == MLPE_OK && arm)
-        arm_template(d, json, len, out);
+        arm_template(d, json, len, out, &s);
     return rc;
 }
 

@@ -103,6 +103,10 @@ typedef struct mlpe_oai_chunk {
  * time.  Chunks of a token stream are a few hundred bytes. */
 #define MLPE_OAI_TEMPLATE_MAX (64u << 10)
 
+/* At most this many integer holes (values of ignored top-level members,
+ * mlpe_oai.c) in a template; further such values are fixed bytes. */
+#define MLPE_OAI_TEMPLATE_INTS 4
+
 typedef struct mlpe_oai_decoder {
     /* private */
     mlpe_buf scratch;        /* the payload's copy + zero padding, unescaped in place */
@@ -115,6 +119,10 @@ typedef struct mlpe_oai_decoder {
                               * included), then the suffix (from its closing
                               * quote on) */
     size_t tmpl_prefix;      /* length of the prefix */
+    uint32_t tmpl_int_at[MLPE_OAI_TEMPLATE_INTS];  /* the integer holes: offsets */
+    uint32_t tmpl_int_len[MLPE_OAI_TEMPLATE_INTS]; /* in tmpl (ascending), lengths */
+    uint8_t tmpl_n_ints;     /* integer holes in all */
+    uint8_t tmpl_n_pre;      /* of which in the prefix (the first ones) */
     int32_t tmpl_tool_index; /* the tool call's index, for a tool-call hole */
     uint32_t tmpl_misses;    /* template misses in a row */
     uint32_t tmpl_skip;      /* payloads left that bypass the template */

@@ -26,7 +26,10 @@
  *  - the same holds for the chunks made from the input by putting other
  *    string bodies (valid or not, some taken from the input) in place of one
  *    of its string literals at a time, decoded in a row: whichever literal
- *    was the template's hole, its variants are template hits or must miss.
+ *    was the template's hole, its variants are template hits or must miss;
+ *  - likewise for other tokens (integers of other lengths and signs, and
+ *    non-integers) in place of each number that is a member value: integer
+ *    values of ignored top-level members are the template's integer holes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -535,6 +538,82 @@ static void oai_holes(const uint8_t *data, size_t size, uint64_t h) {
     mlpe_buf_free(&variant);
 }
 
+/* Member values that are numbers ([-0-9] after ':' outside strings, to the
+ * end of the run of number bytes), found as find_literals does. */
+static size_t find_numbers(const uint8_t *s, size_t n, literal *out, size_t max) {
+    size_t i = 0, k = 0;
+    uint8_t prev = 0;
+    while (i < n && k < max) {
+        const uint8_t c = s[i];
+        if (c == '"') {
+            for (i++; i < n && s[i] != '"'; i += s[i] == '\\' ? 2 : 1)
+                ;
+            prev = '"';
+            i++;
+            continue;
+        }
+        if (prev == ':' && (c == '-' || (c >= '0' && c <= '9'))) {
+            size_t j = i;
+            while (j < n && (s[j] == '-' || s[j] == '+' || s[j] == '.' || s[j] == 'e' || s[j] == 'E' ||
+                             (s[j] >= '0' && s[j] <= '9')))
+                j++;
+            out[k].body = i;
+            out[k].end = j;
+            out[k].value = 1;
+            k++;
+            prev = '0';
+            i = j;
+            continue;
+        }
+        if (c != ' ' && c != '\t' && c != '\n' && c != '\r')
+            prev = c;
+        i++;
+    }
+    return k;
+}
+
+/* Each number that is a member value in turn is replaced by other tokens,
+ * the variants decoded in a row right after the input: integer holes hit
+ * (or miss) in the fast path, numbers elsewhere must miss. */
+static void oai_int_holes(const uint8_t *data, size_t size, uint64_t h) {
+    static const char *const tokens[] = {
+        "0", "-0", "7", "-7", "10", "1700000000", "-1700000001", "123456789012345678901234567890",
+        "1e5", "01", "-", "-01", "1.5", "true", "null", "\"1\"", "1 ", " 2", "1}", "",
+    };
+    const size_t n_tokens = sizeof tokens / sizeof tokens[0];
+    literal nums[MAX_LITERALS];
+    size_t n = find_numbers(data, size, nums, MAX_LITERALS), i;
+    mlpe_oai_decoder shared;
+    mlpe_buf a, b, variant;
+    if (n == 0)
+        return;
+    mlpe_buf_init(&a);
+    mlpe_buf_init(&b);
+    mlpe_buf_init(&variant);
+    FUZZ_CHECK(mlpe_oai_init(&shared) == MLPE_OK);
+    for (i = 0; i < n; i++) {
+        const literal *l = &nums[i];
+        size_t r;
+        oai_twice(&shared, data, size, &a, &b);
+        for (r = 0; r < 4; r++) {
+            const char *tok = tokens[(h + i * 7 + r * 3) % n_tokens];
+            const size_t tok_len = strlen(tok);
+            variant.len = 0;
+            FUZZ_CHECK(mlpe_buf_reserve(&variant, size + tok_len + 1) == MLPE_OK);
+            memcpy(variant.ptr, data, l->body);
+            if (tok_len)
+                memcpy(variant.ptr + l->body, tok, tok_len);
+            memcpy(variant.ptr + l->body + tok_len, data + l->end, size - l->end);
+            variant.len = size - (l->end - l->body) + tok_len;
+            oai_twice(&shared, variant.ptr, variant.len, &a, &b);
+        }
+    }
+    mlpe_oai_free(&shared);
+    mlpe_buf_free(&a);
+    mlpe_buf_free(&b);
+    mlpe_buf_free(&variant);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -589,6 +668,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (memchr(data, '\n', size) != NULL)
         oai_stream(data, size);
     oai_holes(data, size, h);
+    oai_int_holes(data, size, h);
 
     free(exact);
     mlpe_oai_free(&d);

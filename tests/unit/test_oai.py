@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mlpe_fast.errors import ErrorCode
+from mlpe_fast.sim.stream import chat_chunk
 from mlpe_fast.wire.events import ChunkError, Delta, ToolCallDelta
 from tests.conftest import IMPLS, wire_module
 
@@ -1232,8 +1233,9 @@ def _missing_quotes() -> list[bytes]:
 
 
 def _stamped(n: int) -> bytes:
-    # Differs outside the string every time (a per-chunk stamp).
-    return TYPICAL[:-1].replace(b'"a"', b'"s%d"' % n) + b',"stamp":%d}' % n
+    # Differs outside the string every time (a per-chunk stamp, a string: an
+    # integer stamp would be an integer hole of the template).
+    return TYPICAL[:-1].replace(b'"a"', b'"s%d"' % n) + b',"stamp":"%d"}' % n
 
 
 def _misses_then_hits() -> list[bytes]:
@@ -1436,3 +1438,281 @@ def test_hypothesis_template_sequences(payloads: list[bytes]) -> None:
     c_results = _sequence(c_impl, payloads)
     assert c_results == _sequence(py_impl, payloads)
     assert c_results == [c_impl.ChunkDecoder().decode(p, T) for p in payloads]
+
+
+# ---- the template's integer holes --------------------------------------------------------
+#
+# Integer values of ignored top-level members (a per-chunk "created", the
+# simulator's mlpe_recv_ns / mlpe_send_ns) may differ from the template's:
+# the compiled decoder then still takes its fast path.  Integers anywhere
+# else, other numbers and other tokens must not.
+
+
+def _chunk(text: bytes = b"a", before: bytes = b"", after: bytes = b"") -> bytes:
+    """A content chunk with raw top-level members around "choices"."""
+    choices = b'"choices":[{"index":0,"delta":{"content":"' + text + b'"},"finish_reason":null}]'
+    return b"{" + before + choices + after + b"}"
+
+
+def _created(value: bytes, text: bytes = b"a") -> bytes:
+    return TYPICAL.replace(b"1700000000", value).replace(b'"a"', b'"' + text + b'"')
+
+
+def _sim(text: str, recv: int, send: int) -> bytes:
+    return chat_chunk(content=text, extra={"mlpe_recv_ns": recv, "mlpe_send_ns": send})
+
+
+_INTS = [
+    b"0",
+    b"-0",
+    b"7",
+    b"-7",
+    b"10",
+    b"1700000000",
+    b"-1700000001",
+    b"9" * 30,
+    b"-" + b"1" * 25,
+]
+_NOT_INTS = [b"1e5", b"1E5", b"01", b"00", b"-01", b"-", b"--1", b"+1", b"1.", b"1.0", b"-0.5"]
+_NOT_INTS += [b"true", b"null", b'"1"', b"[1]", b"{}", b"", b"1 2", b"0x1", b"1e", b"1a"]
+
+
+def _int_sequences() -> dict[str, list[bytes]]:
+    ints, tokens = _INTS, _INTS + _NOT_INTS
+    return {
+        "created": [_created(v, b"t%d" % i) for i, v in enumerate(ints * 2)],
+        "created_tokens": [
+            x
+            for i, v in enumerate(tokens)
+            for x in (_created(b"12", b"%d" % i), _created(v), _created(b"3"))
+        ],
+        "sim_stamps": [
+            _sim(f"tok{i}", 1234567890123 + (i // 3), 1234567890123 + i * 1000) for i in range(40)
+        ]
+        + [_sim("x", r, s) for r, s in [(0, 0), (5, -5), (10**20, 1), (1, 10**20), (0, 0)]],
+        "lengths": [
+            _chunk(b"%d" % i, b'"a":%d,' % v, b',"b":%d,"c":%d' % (-v, v * 7))
+            for i, v in enumerate([0, 1, 12, 123, -1, -12, 10**15, 0, 5, 10**40, 3])
+        ],
+        "choices_index": [
+            TYPICAL,
+            TYPICAL.replace(b'"index":0', b'"index":1'),
+            TYPICAL.replace(b'"index":0', b'"index":0'),
+            TYPICAL.replace(b'"index":0', b'"index":-0'),
+            TYPICAL.replace(b'"index":0', b'"index":-1'),
+            TYPICAL.replace(b'"index":0', b'"index":10'),
+            TYPICAL,
+        ],
+        "float": [
+            _chunk(b"f%d" % i, b'"t":%s,' % v)
+            for i, v in enumerate([b"1.5", b"2.5", b"1.25", b"3e2", b"1.5"])
+        ]
+        + [_chunk(b"g", b'"t":1.5,'), _chunk(b"g", b'"t":2,'), _chunk(b"g", b'"t":1.5,')],
+        "top_string": [_chunk(b"s", b'"model":"%d",' % v) for v in (1, 2, 12, 1, 3)]
+        + [_chunk(b"s", b'"model":%s,' % v) for v in (b"1", b'"1"', b"2", b'"12"')],
+        "whitespace": [
+            _chunk(b"w%d" % i, b'"a":%d ,"b" : %d\t\n,' % (v, v), b', "c" :%d\r ' % v)
+            for i, v in enumerate([1, 22, -333, 0, 4444])
+        ]
+        + [_chunk(b"w", b'"a":1 ,"b" : 2\t\n,', b', "c" :%s\r ' % v) for v in tokens],
+        "nested": [_chunk(b"n", b'"x":{"a":%d},"y":[%d],' % (v, v)) for v in (1, 2, 33, -4, 0)],
+        "reserved_keys": [
+            x
+            for v in (b"0", b"1", b"-2", b"33", b"0")
+            for x in (
+                _chunk(b"r", b'"usage":%s,' % v),
+                _chunk(b"r"),
+                _chunk(b"r", b'"error":%s,' % v),
+                _chunk(b"r"),
+                _chunk(b"r", b'"x":1,', b',"choices":%s' % v),
+                _chunk(b"r", b'"x":1,'),
+                _chunk(b"r", b'"usage":%s,"x":%s,' % (v, v), b',"usage":null'),
+                _chunk(b"r", b'"x":%s,"error":%s,' % (v, v), b',"error":null'),
+                _chunk(b"r", b'"choices":%s,"x":%s,' % (v, v)),
+                _chunk(b"r", b'"\\u0075sage":%s,' % v),
+                _chunk(b"r", b'"\\u0065rror":%s,' % v),
+            )
+        ],
+        "many_ints": [
+            _chunk(
+                b"m%d" % i,
+                b"".join(b'"k%d":%d,' % (k, i * k) for k in range(4)),
+                b"".join(b',"j%d":%d' % (k, i + k) for k in range(4)),
+            )
+            for i in range(12)
+        ],
+        "duplicate_ignored": [
+            _chunk(b"d", b'"a":%d,' % v, b',"a":%d' % (v + 1)) for v in (1, 2, 30, -4)
+        ],
+        "tool_call": [
+            b'{"created":%d,"choices":[{"delta":{"tool_calls":[{"index":2,"function":{"arguments":"%d"}}]}}],"s":%d}'
+            % (v, v, -v)
+            for v in (1, 22, 333, 0, 5)
+        ],
+    }
+
+
+INT_SEQUENCES = _int_sequences()
+
+
+@pytest.mark.parametrize("name", sorted(INT_SEQUENCES))
+def test_template_int_sequences_agree(name: str) -> None:
+    payloads = INT_SEQUENCES[name]
+    c_impl, py_impl = (wire_module("oai", impl) for impl in IMPLS)
+    for payload, c_result, py_result in zip(
+        payloads, _sequence(c_impl, payloads), _sequence(py_impl, payloads), strict=True
+    ):
+        assert c_result == py_result, payload
+
+
+@pytest.mark.parametrize("name", sorted(INT_SEQUENCES))
+def test_template_int_sequences_history_free(oai: ModuleType, name: str) -> None:
+    _assert_history_free(oai, INT_SEQUENCES[name])
+
+
+def test_template_int_holes_results(oai: ModuleType) -> None:
+    cases: list[tuple[bytes, Any]] = [
+        (_sim("a", 1, 2), delta(content="a")),
+        (_sim("b", 1, 3000), delta(content="b")),
+        (_sim("c", 22, -4), delta(content="c")),
+        (_created(b"-0", b"d"), delta(content="d")),
+        (_created(b"1e5", b"e"), delta(content="e")),
+        (_created(b"01"), (ErrorCode.JSON_SYNTAX, "")),
+        (_created(b"-"), (ErrorCode.JSON_SYNTAX, "")),
+        (_created(b"true", b"f"), delta(content="f")),
+        (_created(b"5", b"g"), delta(content="g")),
+        (TYPICAL.replace(b'"index":0', b'"index":1'), delta()),
+        (
+            TYPICAL.replace(b'"index":0', b'"index":1.0'),
+            (ErrorCode.CHUNK_SHAPE, "choices[0].index"),
+        ),
+        (_chunk(b"h", b'"usage":1,'), (ErrorCode.CHUNK_SHAPE, "usage")),
+        (_chunk(b"h", b'"usage":2,'), (ErrorCode.CHUNK_SHAPE, "usage")),
+        (_chunk(b"h", b'"usage":2,"x":1,', b',"usage":null'), delta(content="h")),
+        (_chunk(b"i", b'"usage":3,"x":2,', b',"usage":null'), delta(content="i")),
+        (
+            _chunk(b"i", b'"usage":3,"x":2,', b',"usage":4'),
+            (ErrorCode.CHUNK_SHAPE, "usage"),
+        ),
+        (_chunk(b"j", b'"x":1,', b',"choices":2'), (ErrorCode.CHUNK_SHAPE, "choices")),
+        (_chunk(b"k", b'"x":1,', b',"error":0'), (ErrorCode.ENDPOINT_ERROR, "")),
+    ]
+    expected = [e if isinstance(e, Delta) else ChunkError(e[0], e[1], p, T) for p, e in cases]
+    assert _assert_history_free(oai, [p for p, _ in cases]) == expected
+
+
+_RAW_VALUES = st.one_of(
+    st.integers(-(10**25), 10**25).map(lambda v: str(v).encode()),
+    st.sampled_from(_INTS + _NOT_INTS),
+)
+
+
+@st.composite
+def _int_chunk_sequences(draw: Any) -> list[bytes]:
+    """Chunks with top-level members around "choices" whose values vary
+    between chunks: mostly integers, sometimes other tokens, names among
+    the ones the shape rules read too; now and then another layout."""
+    names = st.sampled_from(["created", "mlpe_send_ns", "x", "usage", "error", "choices", "id"])
+
+    def layout() -> tuple[list[bytes], list[bytes]]:
+        pick = st.lists(names.map(str.encode), max_size=3)
+        return draw(pick), draw(pick)
+
+    before, after = layout()
+    sequence = []
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.integers(0, 9)) == 0:
+            before, after = layout()
+        space = st.sampled_from([b"", b"", b" ", b"\n "])
+        head = b"".join(b'"%s":%s%s,' % (k, draw(_RAW_VALUES), draw(space)) for k in before)
+        tail = b"".join(b',"%s":%s%s' % (k, draw(_RAW_VALUES), draw(space)) for k in after)
+        text = json.dumps(draw(_TEXTS))[1:-1].encode()
+        sequence.append(_chunk(text, head, tail))
+    return sequence
+
+
+@pytest.mark.hypothesis
+@settings(max_examples=300, deadline=None)
+@given(_int_chunk_sequences())
+def test_hypothesis_template_int_sequences(payloads: list[bytes]) -> None:
+    c_impl, py_impl = (wire_module("oai", impl) for impl in IMPLS)
+    c_results = _sequence(c_impl, payloads)
+    assert c_results == _sequence(py_impl, payloads)
+    assert c_results == [c_impl.ChunkDecoder().decode(p, T) for p in payloads]
+
+
+# ---- the Python twin's template (white box) ------------------------------------------------
+#
+# The twin keeps a template for a content or reasoning fragment (never a tool
+# call's), found by searching the payload for the fragment's literal and
+# proved by two probe decodes; the sequences above then run through its fast
+# path.  These tests check that it is taken where it should be, and refused
+# where the literal found is not the fragment's.
+
+_TWIN_HOLES = ["content", "role", "reasoning", "reasoning_content", "both_reasoning", "text"]
+
+
+@pytest.mark.parametrize("name", _TWIN_HOLES)
+def test_twin_template_is_taken(name: str) -> None:
+    twin = wire_module("oai", "py")
+    hole = HOLES[name]
+    decoder = twin.ChunkDecoder()
+    decoder.decode(hole(b"a"), T)
+    assert decoder._template[:2] == (hole.prefix, hole.suffix)
+    payloads = [hole(body) for body in (b"b", b"\\u00e9\\\\", b"\\ud800x", b'x"', b"\xff", b"\\")]
+    payloads += [hole(b"c")]
+    results = _assert_history_free(twin, payloads)
+    assert results[0] == hole.expect("b") and results[-1] == hole.expect("c")
+    assert results[1] == hole.expect("é\\") and results[2] == hole.expect("\ufffdx")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"choices":[{"delta":{"content":"a"}}],"model":"a"}',  # found: "model"'s literal
+        b'{"choices":[{"delta":{"content":"a","content":"b"}}],"x":"b"}',
+        b'{"choices":[{"delta":{"content":"\\u00e9"}}]}',  # spelt otherwise
+        b'{"choices":[{"delta":{"content":"a","reasoning":"b"}}]}',  # two fragments
+        b'{"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}',
+    ],
+)
+def test_twin_template_refused(payload: bytes) -> None:
+    twin = wire_module("oai", "py")
+    decoder = twin.ChunkDecoder()
+    decoder.decode(payload, T)
+    assert decoder._template is None
+    edits = [payload.replace(b'"a"', b'"z"'), payload.replace(b'"b"', b'"z"'), payload]
+    _assert_history_free(twin, edits)
+
+
+def test_twin_template_winner_of_a_duplicate() -> None:
+    twin = wire_module("oai", "py")
+    hole = Hole('{"choices":[{"delta":{"content":"b","content":"a"}}]}', b'"a"', _content)
+    decoder = twin.ChunkDecoder()
+    assert decoder.decode(hole(b"a"), T) == delta(content="a")
+    assert decoder._template[:2] == (hole.prefix, hole.suffix)
+    assert _assert_history_free(twin, [hole(b"a"), hole(b"q")])[1] == delta(content="q")
+
+
+def test_twin_template_backs_off() -> None:
+    """Chunks that differ outside the string: arming is tried on the first
+    misses, then at powers of two only; results never change."""
+    twin = wire_module("oai", "py")
+    payloads = [_stamped(n) for n in range(40)]
+    decoder = twin.ChunkDecoder()
+    probes = 0
+    original = twin._decode_full
+
+    def counting(raw: bytes, t_ns: int) -> Delta | ChunkError:
+        nonlocal probes
+        probes += 1
+        return original(raw, t_ns)
+
+    twin._decode_full = counting
+    try:
+        results = [decoder.decode(p, T) for p in payloads]
+    finally:
+        twin._decode_full = original
+    assert results == [twin.ChunkDecoder().decode(p, T) for p in payloads]
+    # 40 full decodes, plus two probes per arming: misses 1-8, 16 and 32
+    assert probes == 40 + 2 * 10
