@@ -174,6 +174,8 @@ async def run_point(
     tokenizer = _load_tokenizer(config)
 
     report_dir = Path(config.report_dir) if config.report_dir else None
+    if report_dir is not None:
+        _prepare_run_folder(report_dir)
     events = (
         EventsWriter(report_dir / "events.jsonl", streaming=config.stream)
         if report_dir is not None
@@ -236,13 +238,26 @@ async def run_point(
     audit = audit_records(records, lags, cpu_ns, connections, connect_ns, cpu_system_ns)
     table = render(stats, audit.as_rows(), title=_title(config))
     if report_dir is not None and events is not None:
-        report_dir.mkdir(parents=True, exist_ok=True)
         events.session(SESSION_ENDED)
         events.close()
         write_sample_idx_map(report_dir / "sample_idx_map.json", events.sample_index_map)
         write_config_yaml(report_dir / "config.yaml", config, endpoints=[endpoint])
         (report_dir / "report.txt").write_text(table, encoding="utf-8")
     return PointResult(config, endpoint, records, stats, audit, table)
+
+
+def _prepare_run_folder(report_dir: Path) -> None:
+    """Creates the run folder before measuring, so that a folder that cannot
+    be written is a one-line mistake now rather than a lost run later."""
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        probe = report_dir / ".mlpe-fast-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(
+            f"--report-dir {report_dir}: cannot write there: {error.strerror or error}"
+        ) from None
 
 
 async def _warmup(

@@ -101,6 +101,8 @@ def test_cli_demo_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
         (["run", "--endpoints", "https://x", "--model", "m", "--dataset", "{data}"], "https"),
         (["run", "--tokenizer", "/no/such/tokenizer"], "/no/such/tokenizer"),
         (["serve", "--port", "-5"], "port"),
+        (["run", "--report-dir", "/proc/no/such/dir"], "--report-dir"),
+        (["run", "-c", "/no/such/config.yaml"], "/no/such/config.yaml"),
         (["frobnicate"], "frobnicate"),
     ],
 )
