@@ -36,12 +36,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.metrics.tokens import TokenCounter, load_tokenizer
-from mlpe_fast.wire.events import ResponseSummary
+from mlpe_fast.wire.events import NO_RESPONSE, ResponseSummary
 
 N = int(os.environ.get("MLPE_BENCH_TOKENS_N", "100000"))
 POOL = 1000
@@ -103,31 +104,20 @@ def train_bpe(maker: TextMaker, path: Path) -> None:
 
 
 def summary(text: str, first: str) -> ResponseSummary:
-    return ResponseSummary(
+    return msgspec.structs.replace(
+        NO_RESPONSE,
         status=200,
         t_head=1,
         t_first=2,
         t_done=3,
         content=text,
-        reasoning="",
-        tool_calls=(),
         content_after_first=text[len(first) :],
-        reasoning_after_first="",
-        tool_calls_after_first=(),
         finish_reason="stop",
-        usage=None,
         events=500,
         content_events=500,
-        events_after_done=0,
         done=True,
         complete=True,
         keep_alive=True,
-        chunk_errors=0,
-        first_chunk_error=None,
-        unexpected_bytes=0,
-        error_code=0,
-        error_message="",
-        chunk_times=None,
     )
 
 

@@ -3,13 +3,14 @@ against values computed by hand."""
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pytest
 
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.metrics.stats import PERCENTILES, distribution, point_stats
 from mlpe_fast.metrics.tokens import TokenCounts
-from mlpe_fast.wire.events import ResponseSummary
+from mlpe_fast.wire.events import NO_RESPONSE
 
 MS = 1_000_000
 
@@ -26,31 +27,19 @@ def rec(
     finish: str | None = "stop",
     chunk_errors: int = 0,
 ) -> RequestRecord:
-    s = ResponseSummary(
+    s = msgspec.structs.replace(
+        NO_RESPONSE,
         status=200,
         t_head=t_issue,
         t_first=t_first,
         t_done=t_done,
-        content="",
-        reasoning="",
-        tool_calls=(),
-        content_after_first="",
-        reasoning_after_first="",
-        tool_calls_after_first=(),
         finish_reason=finish,
-        usage=None,
         events=5 if streamed else 0,
         content_events=4 if streamed else 0,
-        events_after_done=0,
         done=t_done is not None,
         complete=error is None,
         keep_alive=True,
         chunk_errors=chunk_errors,
-        first_chunk_error=None,
-        unexpected_bytes=0,
-        error_code=0,
-        error_message="",
-        chunk_times=None,
     )
     end = t_end if t_end is not None else (t_done if t_done is not None else t_issue)
     return RequestRecord(

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from tokenizers import Tokenizer
 from tokenizers.processors import TemplateProcessing
@@ -29,7 +30,7 @@ from mlpe_fast.metrics.tokens import (
     tpot_text_for_count,
 )
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
-from mlpe_fast.wire.events import ResponseSummary, ToolCall
+from mlpe_fast.wire.events import NO_RESPONSE, ResponseSummary, ToolCall
 
 DEMO_JSON = Path(DEMO_TOKENIZER) / "tokenizer.json"
 
@@ -43,7 +44,8 @@ def summary(
     reasoning_after: str = "",
     tools_after: Sequence[ToolCall] = (),
 ) -> ResponseSummary:
-    return ResponseSummary(
+    return msgspec.structs.replace(
+        NO_RESPONSE,
         status=200,
         t_head=1,
         t_first=2,
@@ -55,19 +57,11 @@ def summary(
         reasoning_after_first=reasoning_after,
         tool_calls_after_first=tuple(tools_after),
         finish_reason="stop",
-        usage=None,
         events=2,
         content_events=2,
-        events_after_done=0,
         done=True,
         complete=True,
         keep_alive=True,
-        chunk_errors=0,
-        first_chunk_error=None,
-        unexpected_bytes=0,
-        error_code=0,
-        error_message="",
-        chunk_times=None,
     )
 
 
