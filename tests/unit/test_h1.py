@@ -1143,3 +1143,69 @@ def test_cross_check_tricky_inputs(stream: bytes) -> None:
             assert run_pieces(compiled, [(stream, 1)], 2 if eof else None, limits) == run_pieces(
                 twin, [(stream, 1)], 2 if eof else None, limits
             )
+
+
+# -- the twin's fast path for runs of plain chunks ------------------------------------------------
+
+# Streams that enter the twin's _take_whole_chunks and leave it every way it
+# can: a run of plain chunks, a chunk cut by the end of a piece (in its data,
+# right after its size line, right after its data), size lines it leaves to
+# the general path (extension, BWS, bare CR, too many digits, 2^63, the last
+# chunk), and chunk data not followed by CRLF.
+RUNS = [
+    chunked_response(*(bytes([97 + n % 26]) * n for n in (1, 2, 15, 16, 17, 255, 256))),
+    OK_LINE + CHUNKED + b"\r\n3\nabc\r\n0A\r\n0123456789\n00f\r\n" + b"e" * 15 + b"\r\n0\r\n\r\n",
+    OK_LINE + CHUNKED + b"\r\n2\r\nab\r\n2;x=y\r\ncd\r\n2 \r\nef\r\n2\r\r\ngh\r\n0\r\n\r\n",
+    OK_LINE + CHUNKED + b"\r\n2\r\nab\r\n3\r\nabc\nX",
+    OK_LINE + CHUNKED + b"\r\n2\r\nab\r\n3\r\nabcX\r\n",
+    OK_LINE + CHUNKED + b"\r\n1\r\na\r\n8000000000000000\r\n",
+    OK_LINE + CHUNKED + b"\r\n1\r\na\r\n10000000000000000\r\nx\r\n",
+    OK_LINE + CHUNKED + b"\r\n1\r\na\r\nFFF\r\nabc",
+    chunked_response(b"x" * 5, b"y" * 5, trailers=b"T: 1\r\n") + chunked_response(b"z"),
+]
+
+
+@pytest.mark.parametrize("stream", RUNS)
+@pytest.mark.parametrize(
+    "limits", [{}, {"max_chunk_size_digits": 2}, {"max_line": 2}], ids=["default", "digits", "line"]
+)
+def test_twin_chunk_runs_match_compiled_exactly(stream: bytes, limits: dict[str, int]) -> None:
+    """Events compared as they come (body runs not joined), whole and cut in
+    two and three pieces everywhere."""
+    compiled, twin = (wire_module("h1", impl) for impl in IMPLS)
+
+    def run(h1: ModuleType, cuts: list[int]) -> tuple[list[Event], object, int]:
+        decoder = h1.H1Decoder(**limits)
+        events: list[Event] = []
+        bounds = [0, *cuts, len(stream)]
+        try:
+            for k in range(len(bounds) - 1):
+                events += decoder.feed(stream[bounds[k] : bounds[k + 1]], k)
+            events += decoder.feed_eof(99)
+        except ProtocolError as exc:
+            return events, (type(exc), exc.position), decoder.offset
+        return events, None, decoder.offset
+
+    n = len(stream)
+    splits = [[], *([cut] for cut in range(n + 1))]
+    splits += [[a, b] for a in range(0, n + 1, 3) for b in range(a, n + 1, 2)]
+    for cuts in splits:
+        assert run(twin, cuts) == run(compiled, cuts), cuts
+
+
+def test_twin_chunk_runs_many_sizes() -> None:
+    """More distinct plain size lines than the twin remembers, upper and
+    lower case, with and without CR."""
+    compiled, twin = (wire_module("h1", impl) for impl in IMPLS)
+    chunks = b"".join(
+        (b"%X\r\n" if n % 2 else b"%x\n") % n + b"z" * n + b"\r\n" for n in range(1, 160)
+    )
+    stream = OK_LINE + CHUNKED + b"\r\n" + chunks * 2 + b"0\r\n\r\n"
+    for size in (1, 7, 100, 1000, len(stream)):
+        pieces = [(stream[i : i + size], i) for i in range(0, len(stream), size)]
+        assert run_pieces(twin, pieces, 1, {}) == run_pieces(compiled, pieces, 1, {})
+        decoders = twin.H1Decoder(), compiled.H1Decoder()
+        twin_events, compiled_events = (
+            [e for data, t in pieces for e in decoder.feed(data, t)] for decoder in decoders
+        )
+        assert twin_events == compiled_events

@@ -823,3 +823,32 @@ def test_c_and_python_agree_on_tricky_inputs() -> None:
             for max_event in (1, 2, 5, 16, 250, 1 << 20):
                 logs = [run_everything(m, stream, cuts, max_event) for m in modules]
                 assert logs[0] == logs[1], (stream, cuts, max_event)
+
+
+# The twin takes "data:" line + blank line events whole while nothing is
+# pending; these streams enter that path and leave it every way it can: a
+# CR or CRLF line end, a second data line, a field before or after, a comment,
+# a BOM, an empty value, a partial line carried over, the max_event bounds.
+FAST_PATH = [
+    b"data: a\n\ndata:b\n\ndata:\n\ndata: \n\ndata:  c\n\n",
+    b"data: a\r\n\r\ndata: b\n\r\ndata: c\r\n\ndata: d\n\rdata: e\r\r",
+    b"data: a\ndata: b\n\ndata: c\n\n",
+    b"event: e\ndata: a\n\ndata: b\n\nid: 7\ndata: c\n\ndata: d\n\nid:\n\ndata: e\n\n",
+    b"data: a\nevent: x\n\ndata: b\n\n: c\ndata: c\n\n\ndata: d\n\n",
+    b"\xef\xbb\xbfdata: a\n\ndata: b\n\n",
+    b"data: 12345\n\ndata: 123456\n\ndata: 1234567\n\ndata:12345678\n\n",
+    b"data: \xff\xfe\n\ndata\n\ndata: a:b\n\ndatum: x\n\ndata: y",
+    b"retry: 5\ndata: a\n\n" * 3 + b"data: [DONE]\n\n",
+]
+
+
+def test_c_and_python_agree_on_the_fast_path() -> None:
+    modules = [wire_module("sse", impl) for impl in IMPLS]
+    for stream in FAST_PATH:
+        n = len(stream)
+        chunkings = [[0], list(range(n))] + [[0, cut] for cut in range(n + 1)]
+        chunkings += [[0, a, b] for a in range(0, n + 1, 3) for b in range(a, n + 1, 4)]
+        for cuts in chunkings:
+            for max_event in (1, 5, 11, 12, 13, 14, 1 << 20):
+                logs = [run_everything(m, stream, cuts, max_event) for m in modules]
+                assert logs[0] == logs[1], (stream, cuts, max_event)

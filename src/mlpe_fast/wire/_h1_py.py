@@ -87,6 +87,8 @@ _NOT_IN_VALUE: Final = re.compile(rb"[\x00\r]")
 # Reason phrases and chunk extensions hold HTAB, SP, VCHAR and obs-text.
 _NOT_TEXT: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
 _HEX_DIGITS: Final = b"0123456789ABCDEFabcdef"
+# How many plain chunk-size lines a decoder remembers (_plain_chunk_size).
+_PLAIN_SIZES_KEPT: Final = 64
 _VERSION_PREFIX: Final = b"HTTP/"
 
 
@@ -154,6 +156,7 @@ class H1Decoder:
         "_message_started",
         "_must_close",
         "_offset",
+        "_plain_sizes",
         "_reason",
         "_remaining",
         "_state",
@@ -189,6 +192,7 @@ class H1Decoder:
         self._line_start = 0  # offset of the first byte of the current line
         self._head_start = 0  # offset of the first byte of the head / trailer section
         self._remaining = 0  # body or chunk bytes still to come
+        self._plain_sizes: dict[bytes, int] = {}  # plain chunk-size lines seen: their sizes
 
         # The current response (reset when its status line is complete).
         self._status = 0
@@ -304,6 +308,8 @@ class H1Decoder:
                             self._state = _CHUNK_END
 
                 elif state == _CHUNK_SIZE:
+                    if not self._line:
+                        pos = self._take_whole_chunks(buf, pos, body)
                     if pos == end:
                         break
                     line, pos = self._take_line(buf, pos, base, in_head=False)
@@ -405,6 +411,73 @@ class H1Decoder:
             self._state = _CLOSED
             return []
         raise self._fail(ErrorCode.INCOMPLETE, self._offset)
+
+    # -- whole chunks (a fast path) ---------------------------------------------------
+
+    def _take_whole_chunks(self, buf: bytes, pos: int, body: list[bytes]) -> int:
+        """Takes the run of chunks at ``buf[pos]``, a chunk-size line's first
+        byte, into ``body``; returns where the first chunk it did not take
+        starts (``pos`` when none), or the end of ``buf`` when it took the
+        start of a chunk cut by the end of the piece.
+
+        A fast path only: it takes a chunk when its size line is plain (see
+        _plain_chunk_size) and ends in ``buf``, and its data and CRLF are all
+        in ``buf`` or its data runs to the end of ``buf``; it leaves
+        everything else (extensions, BWS, the last chunk, any error) to the
+        general path.  A chunk it takes would go through that path without
+        an event and with the same body bytes: _take_line returns the digits
+        (within max_line, so no error), _parse_chunk_size their value (within
+        max_chunk_size_digits and below 2^63), _start_chunk enters
+        _CHUNK_DATA, which takes the data (all of it, or up to the end of the
+        piece) and, finding the CRLF, returns to _CHUNK_SIZE.
+        """
+        end = len(buf)
+        sizes = self._plain_sizes
+        while True:
+            lf = buf.find(b"\n", pos)
+            if lf < 0:
+                return pos
+            line = buf[pos:lf]
+            size = sizes.get(line)
+            if size is None:
+                size = self._plain_chunk_size(line)
+                if size is None:
+                    return pos
+            data_start = lf + 1
+            data_end = data_start + size
+            if buf[data_end : data_end + 2] == b"\r\n":
+                body.append(buf[data_start:data_end])
+                pos = data_end + 2
+            elif data_end >= end:  # the data is cut by the end of the piece
+                if data_start < end:  # _CHUNK_DATA takes nothing at the end
+                    body.append(buf[data_start:])
+                self._remaining = data_end - end
+                # _CHUNK_DATA, or with all the data here, what it leaves
+                self._state = _CHUNK_DATA if data_end > end else _CHUNK_END
+                return end
+            else:
+                return pos
+
+    def _plain_chunk_size(self, line: bytes) -> int | None:
+        """The size of a chunk-size line (LF excluded) that is hex digits and
+        an optional CR, within max_line and max_chunk_size_digits, not 0 and
+        below 2^63; else None.  Remembered in _plain_sizes (a few entries:
+        the sizes of one stream repeat)."""
+        digits = line[:-1] if line.endswith(b"\r") else line
+        if (
+            not digits
+            or digits.lstrip(_HEX_DIGITS)
+            or len(digits) > self._max_chunk_size_digits
+            or len(digits) > self._max_line
+        ):
+            return None
+        size = int(digits, 16)
+        if size == 0 or size >= _SIZE_LIMIT:
+            return None
+        if len(self._plain_sizes) >= _PLAIN_SIZES_KEPT:
+            self._plain_sizes.clear()
+        self._plain_sizes[line] = size
+        return size
 
     # -- lines (rules 3 and 10) ---------------------------------------------------
 

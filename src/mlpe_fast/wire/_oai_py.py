@@ -20,6 +20,10 @@ decides between ``JSON_SYNTAX``, ``JSON_UTF8`` and ``JSON_DEPTH``.  The only
 valid JSON the fast path refuses has an integer longer than :func:`int`
 accepts (``sys.get_int_max_str_digits``); it is decoded again with such
 integers as +-2**63.
+
+In front of all this sits a cache, as in the C: the template ("the
+template" below), which decodes a chunk that differs from the last suitable
+one only inside its one string fragment without the full path.
 """
 
 from __future__ import annotations
@@ -372,13 +376,144 @@ def _shape(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
     )
 
 
+# ---- the template (a cache in front of the full path) ----------------------
+#
+# The chunks of one stream differ, as a rule, in one string: the token's
+# text.  After a full decode whose result has exactly one string fragment
+# (content or reasoning; no tool call, finish_reason or usage), the decoder
+# keeps the payload's bytes before that fragment's string body (the prefix,
+# which ends with its opening quote) and from its closing quote on (the
+# suffix).  A later payload that starts with the prefix, ends with the
+# suffix, and has between them one valid string body gets the template's
+# result with its own string as that fragment.  Anything else goes to the
+# full path, which decides everything, errors included.
+#
+# Why that is exact (the argument of csrc/mlpe_oai.c, "The template"): a JSON
+# scanner is in the same state after the prefix P in the template's payload
+# P h S and in a new payload P h' S.  When that state is "inside a string,
+# right after its opening quote" and h' is one whole string body (no
+# unescaped quote, no control character, valid escapes, valid UTF-8: what
+# _string_body checks, with json as the full path does), both payloads read
+# S in the same state: same tokens at the same depths, same member names,
+# kinds and numbers; one string value differs.  No rule (J1-J6, S1-S10)
+# looks at the text of a string value, only at names, kinds, integers and
+# positions, so every decision is the same and the results differ only in
+# the fragment that string feeds.  (The depth bound and the huge-integer
+# fallback depend on the structure only; _fix of the new string is the full
+# path's, since a lone surrogate in it needs a \u escape in h'.)
+#
+# _find_template establishes the premises by decoding, not by parsing: with two
+# markers m (b"#0", b"#1": '#' can stand nowhere outside a string), P m S
+# must decode, through the full path, to exactly the one-fragment result
+# whose fragment is m.  P m S being valid puts the scanner inside a string
+# after P; the scanner reads either marker the same way, so the fragment
+# comes from the same literal in both probes; a literal of P or S cannot
+# decode to both markers, so it is the literal holding m, whose decoded text
+# X + m + Y is m only when nothing stands between its opening quote and P's
+# end (X) or between m and S's first byte (Y).  With h a valid string body
+# too, the template's own result is the one-fragment result with h's text.
+
+_MARKERS = (b"#0", b"#1")
+# Full-path results in a row after which arming backs off: further attempts
+# are made at powers of two only, so that a stream whose chunks differ
+# elsewhere (a per-chunk stamp, say) pays next to nothing for the cache.
+_MISS_LIMIT = 8
+
+
+def _string_body(body: bytes) -> str | None:
+    """The text of ``body`` when ``b'"' + body + b'"'`` is one JSON string
+    literal that strict UTF-8 decoding and :mod:`json` accept, with J5
+    applied; else None."""
+    try:
+        text = body.decode()  # strict UTF-8
+    except UnicodeDecodeError:
+        return None
+    # Without a quote, a backslash or a control character (printable text
+    # has none), the body is its text.
+    if '"' not in text and "\\" not in text and text.isprintable():
+        return text
+    try:
+        # An unescaped quote in ``text`` ends the literal early and leaves a
+        # quote after it: "Extra data", a ValueError.
+        value = _decode_json('"' + text + '"')
+    except ValueError:
+        return None
+    assert type(value) is str
+    return _fix(value) if "\\u" in text else value
+
+
+def _one_fragment(field: str, text: str, t_ns: int) -> Delta:
+    """A template's result: ``text`` as content or reasoning (as decode
+    builds it inline)."""
+    if field == "content":
+        return Delta(text, None, _NO_TOOLS, None, None, t_ns)
+    return Delta(None, text, _NO_TOOLS, None, None, t_ns)
+
+
+def _decode_full(raw: bytes, t_ns: int) -> Delta | ChunkError:
+    """The full path: rules J1-J6 and S1-S10 on any payload."""
+    try:
+        text = raw.decode("utf-8")
+        doc = _decode_json(text)
+    except (ValueError, RecursionError):
+        code = _first_problem(raw)
+        if code:
+            return ChunkError(code, "", raw, t_ns)
+        text = raw.decode("utf-8")
+        doc = _decode_json_wide(text)
+    # Counting brackets (some may sit in strings) bounds the depth cheaply.
+    # Past the bound the text decides, not the decoded document: a
+    # duplicate key can drop a deep value from the document (J6) that
+    # the text still nests too deeply (J3).
+    if text.count("{") + text.count("[") > MAX_DEPTH:
+        code = _first_problem(raw)
+        if code:
+            return ChunkError(code, "", raw, t_ns)
+    return _shape(doc, "\\u" in text, raw, t_ns)
+
+
+def _find_template(raw: bytes, result: Delta) -> tuple[bytes, bytes, str] | None:
+    """The template of ``raw``, whose full decode is ``result``, or None when
+    its result has not exactly one string fragment or the hole cannot be
+    found (see the comment above)."""
+    if result.tool_calls or result.finish_reason is not None or result.usage is not None:
+        return None
+    if result.content is not None and result.reasoning is None:
+        field, text = "content", result.content
+    elif result.reasoning is not None and result.content is None:
+        field, text = "reasoning", result.reasoning
+    else:
+        return None
+    # The literal as servers usually write it; any other spelling just
+    # leaves the stream without a template.
+    literal = json.dumps(text, ensure_ascii=False).encode("utf-8")
+    at = raw.rfind(literal)
+    if at < 0:
+        return None
+    prefix, suffix = raw[: at + 1], raw[at + len(literal) - 1 :]
+    if _string_body(raw[at + 1 : at + len(literal) - 1]) is None:
+        return None
+    for marker in _MARKERS:
+        probe = _decode_full(prefix + marker + suffix, 0)
+        if probe != _one_fragment(field, marker.decode(), 0):
+            return None
+    return prefix, suffix, field
+
+
 class ChunkDecoder:
     """Decodes the data of one OpenAI SSE event, or one completion body.
 
-    Stateless; one object can serve any number of payloads.
+    One object can serve any number of payloads: a result never depends on
+    the payloads before it.  The decoder only caches a template of the last
+    suitable payload, to decode the chunks of a stream faster.
     """
 
-    __slots__ = ()
+    __slots__ = ("_misses", "_template")
+
+    def __init__(self) -> None:
+        # prefix, suffix, their lengths, and whether the hole is reasoning
+        self._template: tuple[bytes, bytes, int, int, bool] | None = None
+        self._misses = 0  # full-path results in a row
 
     def decode(self, data: Buffer, t_ns: int) -> Delta | ChunkError:
         """The fragments of one chunk, or why there are none.
@@ -398,21 +533,40 @@ class ChunkDecoder:
             still decode.
         """
         raw = bytes(data)
-        try:
-            text = raw.decode("utf-8")
-            doc = _decode_json(text)
-        except (ValueError, RecursionError):
-            code = _first_problem(raw)
-            if code:
-                return ChunkError(code, "", raw, t_ns)
-            text = raw.decode("utf-8")
-            doc = _decode_json_wide(text)
-        # Counting brackets (some may sit in strings) bounds the depth cheaply.
-        # Past the bound the text decides, not the decoded document: a
-        # duplicate key can drop a deep value from the document (J6) that
-        # the text still nests too deeply (J3).
-        if text.count("{") + text.count("[") > MAX_DEPTH:
-            code = _first_problem(raw)
-            if code:
-                return ChunkError(code, "", raw, t_ns)
-        return _shape(doc, "\\u" in text, raw, t_ns)
+        hit = self._template_hit(raw)
+        if hit is not None:
+            reasoning, text = hit
+            if reasoning:
+                return Delta(None, text, _NO_TOOLS, None, None, t_ns)
+            return Delta(text, None, _NO_TOOLS, None, None, t_ns)
+        return self._decode_miss(raw, t_ns)
+
+    # The two halves of decode, for the whole-response twin, which takes a
+    # template hit without building a Delta.
+
+    def _template_hit(self, raw: bytes) -> tuple[bool, str] | None:
+        """The template's result for ``raw``, as (whether the fragment is
+        reasoning, its text), or None when ``raw`` does not fit it."""
+        template = self._template
+        if template is None:
+            return None
+        prefix, suffix, start, after, reasoning = template
+        stop = len(raw) - after
+        if start <= stop and raw.startswith(prefix) and raw.endswith(suffix):
+            text = _string_body(raw[start:stop])
+            if text is not None:
+                self._misses = 0
+                return reasoning, text
+        return None
+
+    def _decode_miss(self, raw: bytes, t_ns: int) -> Delta | ChunkError:
+        """:meth:`decode` of ``raw`` when :meth:`_template_hit` gave None:
+        the full path, which may take ``raw`` as the new template."""
+        result = _decode_full(raw, t_ns)
+        self._misses = misses = self._misses + 1
+        if type(result) is Delta and (misses <= _MISS_LIMIT or misses & (misses - 1) == 0):
+            found = _find_template(raw, result)
+            if found is not None:
+                prefix, suffix, field = found
+                self._template = (prefix, suffix, len(prefix), len(suffix), field == "reasoning")
+        return result

@@ -81,6 +81,42 @@ class ResponseDecoder:
     be read at any time.
     """
 
+    __slots__ = (
+        "_body",
+        "_body_offset",
+        "_chunk_errors",
+        "_chunk_times",
+        "_closed",
+        "_complete",
+        "_content",
+        "_content_events",
+        "_content_first_len",
+        "_content_len",
+        "_done_seen",
+        "_error",
+        "_events",
+        "_events_after_done",
+        "_finish_reason",
+        "_first_chunk_error",
+        "_h1",
+        "_keep_alive",
+        "_kind",
+        "_max_body",
+        "_oai",
+        "_reasoning",
+        "_reasoning_first_len",
+        "_reasoning_len",
+        "_sse",
+        "_status",
+        "_t_done",
+        "_t_first",
+        "_t_head",
+        "_tools",
+        "_trailers",
+        "_unexpected_bytes",
+        "_usage",
+    )
+
     def __init__(
         self,
         *,
@@ -261,7 +297,13 @@ class ResponseDecoder:
         self._decode_chunk(data, t_ns, out)
 
     def _decode_chunk(self, data: bytes, t_ns: int, out: list[ResponseEvent]) -> None:
-        chunk = self._oai.decode(data, t_ns)
+        hit = self._oai._template_hit(data)
+        if hit is not None:  # a chunk whose only fragment is this text
+            reasoning, text = hit
+            if self._apply_fragment(reasoning, text, t_ns):
+                out.append(FirstToken(t_ns))
+            return
+        chunk = self._oai._decode_miss(data, t_ns)
         if isinstance(chunk, ChunkError):  # R5
             self._chunk_errors += 1
             if self._first_chunk_error is None:
@@ -272,12 +314,14 @@ class ResponseDecoder:
 
     def _apply(self, chunk: Delta, t_ns: int) -> bool:
         """R3/R6; returns True for the first content-bearing chunk."""
-        if chunk.content is not None:
-            self._content.append(chunk.content)
-            self._content_len += len(chunk.content)
-        if chunk.reasoning is not None:
-            self._reasoning.append(chunk.reasoning)
-            self._reasoning_len += len(chunk.reasoning)
+        content = chunk.content
+        if content is not None:
+            self._content.append(content)
+            self._content_len += len(content)
+        reasoning = chunk.reasoning
+        if reasoning is not None:
+            self._reasoning.append(reasoning)
+            self._reasoning_len += len(reasoning)
         for fragment in chunk.tool_calls:
             tool = self._tool_for_index(fragment.index)
             if fragment.id is not None:
@@ -292,8 +336,24 @@ class ResponseDecoder:
             self._finish_reason = chunk.finish_reason
         if chunk.usage is not None:
             self._usage = chunk.usage
-        if not chunk.content_bearing:
+        # chunk.content_bearing, its first test made here
+        if not content and not chunk.content_bearing:
             return False
+        return self._content_bearing_chunk(t_ns)
+
+    def _apply_fragment(self, reasoning: bool, text: str, t_ns: int) -> bool:
+        """:meth:`_apply` for a Delta whose only fragment is ``text``, as
+        content or reasoning: nothing else to apply."""
+        if reasoning:
+            self._reasoning.append(text)
+            self._reasoning_len += len(text)
+        else:
+            self._content.append(text)
+            self._content_len += len(text)
+        return bool(text) and self._content_bearing_chunk(t_ns)
+
+    def _content_bearing_chunk(self, t_ns: int) -> bool:
+        """R3: counts a content-bearing chunk; True for the first."""
         self._content_events += 1
         if self._chunk_times is not None:
             self._chunk_times.append(t_ns)

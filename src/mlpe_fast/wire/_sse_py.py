@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ..errors import EventTooLarge, LocalProtocolError
@@ -84,13 +83,6 @@ def _as_bytes(data: Buffer) -> bytes:
     return view.tobytes()
 
 
-def _find_line_end(buf: bytes, start: int, stop: int) -> int:
-    """Index of the first CR or LF in ``buf[start:stop]``, or -1 (rule 1)."""
-    lf = buf.find(b"\n", start, stop)
-    cr = buf.find(b"\r", start, stop if lf < 0 else lf)
-    return cr if cr >= 0 else lf
-
-
 class SSEDecoder:
     """Turns the bytes of an event stream into :class:`SSEEvent` records.
 
@@ -102,6 +94,23 @@ class SSEDecoder:
     Raises:
         ValueError: ``max_event`` is below 1 or above ``sys.maxsize``.
     """
+
+    __slots__ = (
+        "_after_cr",
+        "_block_open",
+        "_bom_matched",
+        "_closed",
+        "_data",
+        "_data_size",
+        "_error_position",
+        "_event_type",
+        "_id_buffer",
+        "_last_event_id",
+        "_line",
+        "_max_event",
+        "_offset",
+        "_retry",
+    )
 
     def __init__(self, max_event: int = _DEFAULT_MAX_EVENT) -> None:
         self._max_event = _check_max_event(max_event)
@@ -162,6 +171,9 @@ class SSEDecoder:
                 raise.
             LocalProtocolError: the decoder was closed by :meth:`feed_eof`.
         """
+        datas: list[bytes] = []
+        labels: list[tuple[bytes, bytes]] = []
+        self._decode(data, datas, labels)
         return [
             SSEEvent(
                 event_data.decode("utf-8", "replace"),
@@ -169,7 +181,7 @@ class SSEDecoder:
                 event_id.decode("utf-8", "replace"),
                 t_ns,
             )
-            for event_data, event_type, event_id in self._decode(data)
+            for event_data, (event_type, event_id) in zip(datas, labels, strict=True)
         ]
 
     def feed_raw(self, data: Buffer, out: list[bytes]) -> None:
@@ -183,8 +195,7 @@ class SSEDecoder:
                 earlier in the same piece are already in ``out``.
             LocalProtocolError: the decoder was closed by :meth:`feed_eof`.
         """
-        for event_data, _, _ in self._decode(data):
-            out.append(event_data)
+        self._decode(data, out, None)
 
     def feed_eof(self, t_ns: int) -> list[SSEEvent]:
         """Ends the stream.
@@ -203,9 +214,12 @@ class SSEDecoder:
 
     # --- internals -----------------------------------------------------------------
 
-    def _decode(self, data: Buffer) -> Iterator[_RawEvent]:
-        """Rules 1-2: splits one piece into lines and yields the events they
-        complete, as they complete."""
+    def _decode(
+        self, data: Buffer, datas: list[bytes], labels: list[tuple[bytes, bytes]] | None
+    ) -> None:
+        """Rules 1-2: splits one piece into lines and appends the data of
+        each event they complete to ``datas`` as it completes, and its type
+        and last event ID to ``labels`` unless that is None."""
         self._check_usable()
         buf = _as_bytes(data)
         end = len(buf)
@@ -218,10 +232,25 @@ class SSEDecoder:
             if buf[pos] == 0x0A:  # LF
                 pos += 1
 
+        # The first CR at or after pos (end when none), found again only once
+        # passed: a stream without CR costs one search for CR per piece.
+        cr = -1
         while pos < end:
+            if cr < pos:
+                cr = buf.find(b"\r", pos)
+                if cr < 0:
+                    cr = end
+            if not self._block_open:
+                pos = self._take_data_events(buf, pos, cr, datas, labels)
+                if pos == end:
+                    break
             room = self._max_event - self._data_size - len(self._line)
             stop = min(end, pos + room + 1)
-            line_end = _find_line_end(buf, pos, stop)
+            # the first CR or LF in buf[pos:stop] (rule 1): an LF before the
+            # next CR, else that CR when it comes before stop
+            line_end = buf.find(b"\n", pos, min(stop, cr))
+            if line_end < 0 and cr < stop:
+                line_end = cr
             if line_end < 0:  # no line end within the room left
                 if end - pos > room:
                     self._fail(self._offset + pos + room)
@@ -235,16 +264,75 @@ class SSEDecoder:
             else:
                 line = buf[pos:line_end]
             pos = line_end + 1
-            if buf[line_end] == 0x0D:  # CR, maybe followed by LF
+            if line_end == cr:  # CR, maybe followed by LF
                 if pos == end:
                     self._after_cr = True
                 elif buf[pos] == 0x0A:
                     pos += 1
+            if line.startswith(b"data:"):
+                # The usual line, rules 5-6 inline: a line starting "data:"
+                # is exactly one whose name (before its first ':') is "data".
+                value = line[6:] if line.startswith(b" ", 5) else line[5:]
+                self._data.append(value)
+                self._data_size += len(value) + 1
+                self._block_open = True
+                continue
             event = self._interpret_line(line)
             if event is not None:
-                yield event
+                datas.append(event[0])
+                if labels is not None:
+                    labels.append((event[1], event[2]))
 
         self._offset += end
+
+    def _take_data_events(
+        self,
+        buf: bytes,
+        pos: int,
+        cr: int,
+        datas: list[bytes],
+        labels: list[tuple[bytes, bytes]] | None,
+    ) -> int:
+        """The usual events, a "data:" line then a blank line, taken whole
+        from ``buf[pos:]`` while nothing is pending; returns where the
+        general path in _decode must go on.  ``cr`` is the first CR at or
+        after ``pos`` (the end of ``buf`` when none).
+
+        Equivalent to the general path: with no data, event type or id
+        pending (they all open a block), the data line, joined to a line
+        carried over from the last piece, fits when its length is at most
+        max_event; its value then leaves room for the blank line, whose
+        dispatch reports (value, b"", last event ID) and leaves nothing
+        pending again.  Both line ends are LF (the LF comes before the next
+        CR).  A last line without end in this piece is kept when it fits, as
+        the general path keeps it.
+        """
+        end = len(buf)
+        max_event = self._max_event
+        carried = self._line
+        while True:
+            lf = buf.find(b"\n", pos, cr)
+            if lf < 0:
+                if cr == end and len(carried) + end - pos <= max_event:
+                    carried += buf[pos:]
+                    return end
+                return pos
+            if len(carried) + lf - pos > max_event or buf[lf + 1 : lf + 2] != b"\n":
+                return pos
+            if carried:  # the data line, joined to its start
+                line = bytes(carried) + buf[pos:lf]
+                if not line.startswith(b"data:"):
+                    return pos
+                carried.clear()
+                value = line[6:] if line.startswith(b" ", 5) else line[5:]
+            elif buf.startswith(b"data:", pos):
+                value = buf[pos + 6 if buf[pos + 5] == 0x20 else pos + 5 : lf]  # SP
+            else:
+                return pos
+            datas.append(value)
+            if labels is not None:
+                labels.append((b"", self._last_event_id))
+            pos = lf + 2
 
     def _check_usable(self) -> None:
         if self._error_position is not None:
