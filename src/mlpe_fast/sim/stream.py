@@ -28,6 +28,30 @@ __all__ = (
 _encode = msgspec.json.Encoder().encode
 
 
+def _chunk(
+    kind: str,
+    choice: dict[str, Any] | None,
+    response_id: str,
+    created: int,
+    model: str,
+    usage: dict[str, int] | None,
+    extra: dict[str, Any] | None,
+) -> bytes:
+    """The envelope both chunk kinds share; no choice gives ``"choices": []``."""
+    doc: dict[str, Any] = {
+        "id": response_id,
+        "object": kind,
+        "created": created,
+        "model": model,
+        "choices": [] if choice is None else [choice],
+    }
+    if usage is not None:
+        doc["usage"] = usage
+    if extra:
+        doc.update(extra)
+    return _encode(doc)
+
+
 def chat_chunk(
     *,
     content: str | None = None,
@@ -57,22 +81,16 @@ def chat_chunk(
         delta["reasoning_content"] = reasoning
     if tool_calls is not None:
         delta["tool_calls"] = list(tool_calls)
-    doc: dict[str, Any] = {
-        "id": response_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": (
-            [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]
-            if choices
-            else []
-        ),
-    }
-    if usage is not None:
-        doc["usage"] = usage
-    if extra:
-        doc.update(extra)
-    return _encode(doc)
+    choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    return _chunk(
+        "chat.completion.chunk",
+        choice if choices else None,
+        response_id,
+        created,
+        model,
+        usage,
+        extra,
+    )
 
 
 def completion_chunk(
@@ -92,22 +110,10 @@ def completion_chunk(
     ``text`` unused) of ``stream_options.include_usage``; ``extra`` adds
     top-level members, as for :func:`chat_chunk`.
     """
-    doc: dict[str, Any] = {
-        "id": response_id,
-        "object": "text_completion",
-        "created": created,
-        "model": model,
-        "choices": (
-            [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}]
-            if choices
-            else []
-        ),
-    }
-    if usage is not None:
-        doc["usage"] = usage
-    if extra:
-        doc.update(extra)
-    return _encode(doc)
+    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+    return _chunk(
+        "text_completion", choice if choices else None, response_id, created, model, usage, extra
+    )
 
 
 def chat_completion(
