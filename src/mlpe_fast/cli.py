@@ -2,10 +2,12 @@
 
     mlpe-fast run [--endpoints URL --model NAME --dataset PATH ...]
     mlpe-fast serve [--port 0 --ttft-ms 20 --itl-ms 2 ...]
+    mlpe-fast analyze RUN_FOLDER [--tokenizer DIR]
 
 Exit status: 0 done; 2 a mistake in the command or its files (one line on
 stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
-start, say); 4 the run finished but no request succeeded; 130 interrupted.
+start, say); 4 the run finished but no request succeeded; 130 interrupted
+(the run folder is still written, its summary says ``interrupted``).
 Endpoint faults during a run are counted and explained in the results, not
 raised.
 """
@@ -38,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import NATIVE
+    from .analyze import add_arguments as add_analyze_arguments
     from .config import add_run_arguments
     from .sim.server import add_arguments as add_serve_arguments
 
@@ -60,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve the simulated OpenAI-compatible endpoint on loopback.",
     )
     add_serve_arguments(serve)
+    analyze = commands.add_parser(
+        "analyze",
+        help="recompute a run folder's result_summary.json from its events.jsonl",
+        description="Recompute result_summary.json from an events.jsonl in the reference "
+        "client's format (mlpe-fast's or the reference client's).",
+    )
+    add_analyze_arguments(analyze)
     return parser
 
 
@@ -75,6 +85,9 @@ def _run(args: argparse.Namespace) -> int:
         print(result.table, end="")
         if config_for_run.report_dir:
             print(f"run folder: {config_for_run.report_dir}")
+        if result.state == "interrupted":
+            print("mlpe-fast: interrupted; the results cover what completed", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if result.stats.issued and not result.stats.completed:
             first = next(iter(result.stats.error_examples.values()), "")
             print(f"mlpe-fast: no request succeeded: {first}", file=sys.stderr)
@@ -122,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "analyze":
+            from .analyze import main as analyze_main
+
+            return analyze_main(args)
         parser.print_help()
         return 0
     except UsageError as error:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,7 +23,8 @@ from typing import Any, TextIO
 import msgspec
 
 from . import sim
-from .artifacts.config_yaml import write_config_yaml
+from ._version import __version__
+from .artifacts.config_yaml import config_to_yaml_dict, write_config_yaml
 from .artifacts.events import (
     SESSION_ENDED,
     SESSION_START_PERFORMANCE_TRACKING,
@@ -29,18 +32,24 @@ from .artifacts.events import (
     SESSION_STOP_PERFORMANCE_TRACKING,
     WARMUP_PHASE,
     EventsWriter,
+    PromptData,
+    text_model_output,
     write_sample_idx_map,
 )
+from .artifacts.run_folder import RunFolder
+from .artifacts.summary import final_snapshot, report_text, result_summary
 from .config import RunConfig
 from .engine import Client, ClientConfigError, RequestRecord
 from .engine._reader import monotonic_ns
 from .engine.audit import Audit, LoopLagProbe, audit_records
 from .errors import MlpeError, UsageError
 from .load.dataset import Dataset, load_dataset
-from .load.requests import RequestFeed
+from .load.requests import Prompt, RequestFeed
 from .load.scheduler import Phase, run_phase
+from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.stats import PointStats, point_stats
-from .metrics.tokens import TokenCounter, load_tokenizer
+from .metrics.tokens import TokenCounter, TokenCounts, count_job, load_tokenizer
+from .metrics.usage_check import usage_cross_check
 from .report.progress import Progress
 from .report.table import render
 from .sim.tokenizer import DEMO_TOKENIZER
@@ -53,7 +62,9 @@ class SetupError(MlpeError, RuntimeError):
 
 
 class PointResult(msgspec.Struct, frozen=True, gc=False):
-    """What one point produced."""
+    """What one point produced: its records, figures, table, the
+    ``result_summary.json`` content, and its state ("complete" or
+    "interrupted")."""
 
     config: RunConfig
     endpoint: str
@@ -61,6 +72,8 @@ class PointResult(msgspec.Struct, frozen=True, gc=False):
     stats: PointStats
     audit: Audit
     table: str
+    summary: dict[str, Any]
+    state: str
 
 
 # The demo: a short run against the simulated endpoint, with a tokenizer
@@ -141,6 +154,13 @@ def _load_tokenizer(config: RunConfig) -> Any:
         ) from None
 
 
+def _load_template(config: RunConfig) -> ChatTemplate | None:
+    """The chat template beside the tokenizer, for reasoning and tool-call
+    outputs and chat prompts (spec §1.2); None when it has none."""
+    directory = tokenizer_dir(config.tokenizer or config.model)
+    return None if directory is None else ChatTemplate.from_tokenizer_dir(directory)
+
+
 def _dataset(config: RunConfig) -> Dataset:
     datasets = config.performance_datasets
     if not datasets:
@@ -157,6 +177,12 @@ async def run_point(
 ) -> PointResult:
     """Measures one point against ``endpoint`` and writes its run folder.
 
+    SIGINT or SIGTERM during the point stops issuing, ends the requests in
+    flight as ``Cancelled`` records and still writes the run folder, with
+    ``state: "interrupted"`` and ``complete: false`` in the summary (spec
+    §3.1); a second signal while tokens are being counted stops counting
+    (``complete: false`` too).
+
     Raises:
         UsageError: the configuration cannot be run (bad dataset, tokenizer).
     """
@@ -172,31 +198,37 @@ async def run_point(
         raise UsageError(str(error)) from None
     dataset = _dataset(config)
     tokenizer = _load_tokenizer(config)
+    template = _load_template(config)
 
-    report_dir = Path(config.report_dir) if config.report_dir else None
-    if report_dir is not None:
-        _prepare_run_folder(report_dir)
-    events = (
-        EventsWriter(report_dir / "events.jsonl", streaming=config.stream)
-        if report_dir is not None
-        else None
-    )
-    counter = TokenCounter(tokenizer, live=False)
+    folder = RunFolder(config.report_dir) if config.report_dir else None
+    events: EventsWriter | None = None
+    warmup_events: EventsWriter | None = None
+    if folder is not None:
+        folder.prepare()
+        write_config_yaml(folder.config_yaml, config, endpoints=[endpoint])
+        events = EventsWriter(folder.events, streaming=config.stream)
+        if config.warmup_requests:
+            warmup_events = EventsWriter(folder.warmup_events, streaming=config.stream)
+    counter = TokenCounter(tokenizer, template=template, live=False)
     records: list[RequestRecord] = []
-    prompts: dict[str, Any] = {}
+    prompts: dict[str, PromptData] = {}
     probe = LoopLagProbe()
     bar = Progress(
         stream=err,
         total=config.num_samples,
         label=f"c={config.concurrency}" if config.load_pattern == "concurrency" else "",
     )
+    stop = _Interrupt(client)
     tracking_start = 0
+    lags: array[int] = array("q")
+    cpu_ns = cpu_system_ns = 0
     try:
+        stop.install()
         async with client:
             if events is not None:
                 events.session(SESSION_STARTED)
             if config.warmup_requests:
-                await _warmup(client, dataset, config, events)
+                await _warmup(client, dataset, config, warmup_events, stop)
             feed = RequestFeed.for_phase(dataset, config, "performance")
             phase = Phase(
                 config.load_pattern,
@@ -206,64 +238,184 @@ async def run_point(
                 duration_ns=None if config.duration_s is None else int(config.duration_s * 1e9),
                 seed=config.seeds.scheduler,
             )
+            stop.phase = phase
+            chat = config.api_type == "openai"
 
             def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
-                if events is not None:
-                    prompts[sample_id] = feed.last_prompt
+                prompts[sample_id] = _prompt_data(
+                    feed.last_prompt, dataset.samples[sample_index].system, chat
+                )
 
             def on_record(record: RequestRecord) -> None:
                 records.append(record)
-                counter.submit(record)
+                prompt = prompts.pop(record.sample_id, None)
+                output = (
+                    text_model_output(record.response, streaming=config.stream)
+                    if record.error_class is None
+                    else None
+                )
+                counter.submit(
+                    count_job(record, streaming=config.stream, prompt=prompt, output=output)
+                )
                 if events is not None:
-                    events.record(record, prompts.pop(record.sample_id, None))
+                    events.record(record, prompt, output=output)
                 if progress:
                     bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
-            tracking_start = monotonic_ns()
-            if events is not None:
-                events.session(SESSION_START_PERFORMANCE_TRACKING, tracking_start)
-            if progress:
-                bar.start()
-            probe.start()
-            await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
-            lags, cpu_ns, cpu_system_ns = probe.stop()
-            if events is not None:
-                events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+            if not stop.requested:
+                tracking_start = monotonic_ns()
+                if events is not None:
+                    events.session(SESSION_START_PERFORMANCE_TRACKING, tracking_start)
+                if progress:
+                    bar.start()
+                probe.start()
+                await run_phase(
+                    client, feed, phase, on_record, path=config.route, on_issue=on_issue
+                )
+                lags, cpu_ns, cpu_system_ns = probe.stop()
+                if events is not None:
+                    events.session(SESSION_STOP_PERFORMANCE_TRACKING)
             connections, connect_ns = client.connections_opened, client.connect_ns_total
+        counts = await _count(counter, stop)
     finally:
+        stop.uninstall()
         if progress:
             bar.stop()
-    counts = await asyncio.get_running_loop().run_in_executor(None, counter.finish, 120.0)
+        counter.close()
+    state = "interrupted" if stop.requested else "complete"
     stats = point_stats(records, counts, tracking_start_ns=tracking_start)
     audit = audit_records(records, lags, cpu_ns, connections, connect_ns, cpu_system_ns)
     table = render(stats, audit.as_rows(), title=_title(config))
-    if report_dir is not None and events is not None:
+    snapshot = final_snapshot(
+        stats.raw.counters,
+        stats.raw.series,
+        state=state,
+        n_pending_tasks=counts.pending,
+        timestamp_ns=monotonic_ns(),
+        streaming=config.stream,
+    )
+    summary = result_summary(
+        snapshot,
+        run_config=_run_config(config),
+        use_legacy_loadgen_qps_metrics=(
+            config.load_pattern == "poisson" and config.use_legacy_loadgen_qps_metrics
+        ),
+        version=__version__,
+        git_sha=None,
+        extra=_extra(records, counts, stats, audit),
+    )
+    if folder is not None and events is not None:
         events.session(SESSION_ENDED)
         events.close()
-        write_sample_idx_map(report_dir / "sample_idx_map.json", events.sample_index_map)
-        write_config_yaml(report_dir / "config.yaml", config, endpoints=[endpoint])
-        (report_dir / "report.txt").write_text(table, encoding="utf-8")
-    return PointResult(config, endpoint, records, stats, audit, table)
+        if warmup_events is not None:
+            warmup_events.close()
+        write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
+        folder.write_results(summary, snapshot, report_text(summary, title=_title(config)))
+    return PointResult(config, endpoint, records, stats, audit, table, summary, state)
 
 
-def _prepare_run_folder(report_dir: Path) -> None:
-    """Creates the run folder before measuring, so that a folder that cannot
-    be written is a one-line mistake now rather than a lost run later."""
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        probe = report_dir / ".mlpe-fast-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise UsageError(
-            f"--report-dir {report_dir}: cannot write there: {error.strerror or error}"
-        ) from None
+class _Interrupt:
+    """SIGINT/SIGTERM during a point: stop issuing, cancel what is in flight,
+    and (on a second signal) stop counting tokens; the point then ends
+    normally with what it has.  Where the loop cannot take signal handlers
+    (Windows), Ctrl-C raises KeyboardInterrupt as usual."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.phase: Phase | None = None
+        self.counter: TokenCounter | None = None
+        self.requested = 0
+        self._installed: list[int] = []
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal)
+            except (NotImplementedError, RuntimeError, ValueError):
+                continue  # no signal handlers here (Windows, or not the main thread)
+            self._installed.append(sig)
+
+    def uninstall(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self._installed:
+            loop.remove_signal_handler(sig)
+        self._installed.clear()
+
+    def _on_signal(self) -> None:
+        self.requested += 1
+        if self.requested == 1:
+            if self.phase is not None:
+                self.phase.stop()
+            asyncio.get_running_loop().create_task(self.client.cancel_in_flight())
+        elif self.counter is not None:
+            self.counter.close()
+
+
+async def _count(counter: TokenCounter, stop: _Interrupt) -> TokenCounts:
+    """Counts what was submitted, off the loop; a signal can cut it short."""
+    stop.counter = counter
+    return await asyncio.get_running_loop().run_in_executor(None, counter.finish, None)
+
+
+def _prompt_data(prompt: Prompt, system: str | None, chat: bool) -> PromptData:
+    """What an ISSUED line records of a query, and what its ISL counts.
+
+    A chat request sends messages (the system prompt, then the salted user
+    prompt): those are recorded and rendered with the chat template for the
+    ISL (spec §1.2: the input "as sent", template and salt included).  The
+    completions API sends the prompt text itself.
+    """
+    if isinstance(prompt, str):
+        if not chat:
+            return PromptData(text=prompt)
+        messages: tuple[dict[str, Any], ...] = ({"role": "user", "content": prompt},)
+        if system is not None:
+            messages = ({"role": "system", "content": system}, *messages)
+        return PromptData(messages=messages)
+    return PromptData(messages=prompt)
+
+
+def _run_config(config: RunConfig) -> dict[str, Any]:
+    """The summary's ``run_config``: load pattern, warmup and seeds, as the
+    reference client records them (``commands/benchmark/pipeline.py``)."""
+    settings = config_to_yaml_dict(config)["settings"]
+    return {
+        "load_pattern": settings["load_pattern"],
+        "warmup": settings["warmup"],
+        "scheduler_random_seed": config.seeds.scheduler,
+        "dataloader_random_seed": config.seeds.sample_index,
+    }
+
+
+def _extra(
+    records: list[RequestRecord], counts: TokenCounts, stats: PointStats, audit: Audit
+) -> dict[str, Any]:
+    """mlpe-fast's own summary keys, after the reference's."""
+    return {
+        "usage_cross_check": usage_cross_check(records, counts),
+        "mlpe_fast": {
+            "token_counting": counts.method,
+            "tokenization_s": counts.seconds,
+            "chat_template_fallbacks": counts.template_fallbacks,
+            "token_counting_error": counts.error,
+            "errors": stats.errors,
+            "error_examples": stats.error_examples,
+            "chunk_errors": stats.chunk_errors,
+            "self_audit": msgspec.to_builtins(audit),
+        },
+    }
 
 
 async def _warmup(
-    client: Client, dataset: Dataset, config: RunConfig, events: EventsWriter | None
+    client: Client,
+    dataset: Dataset,
+    config: RunConfig,
+    events: EventsWriter | None,
+    stop: _Interrupt,
 ) -> None:
-    """Requests that warm connections and the endpoint; not measured."""
+    """Requests that warm connections and the endpoint; not measured, but
+    logged in ``warmup_events.jsonl`` (spec §2.4: warmup logs are kept)."""
     feed = RequestFeed.for_phase(dataset, config, "warmup")
     phase = Phase(
         "concurrency" if config.load_pattern != "offline" else "offline",
@@ -271,12 +423,21 @@ async def _warmup(
         max_requests=config.warmup_requests if config.warmup_requests > 0 else len(dataset),
         seed=config.seeds.scheduler,
     )
+    stop.phase = phase
+    chat = config.api_type == "openai"
+    prompts: dict[str, PromptData] = {}
+
+    def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
+        if events is not None:
+            prompts[sample_id] = _prompt_data(
+                feed.last_prompt, dataset.samples[sample_index].system, chat
+            )
 
     def on_record(record: RequestRecord) -> None:
         if events is not None:
-            events.record(record, None, phase=WARMUP_PHASE)
+            events.record(record, prompts.pop(record.sample_id, None), phase=WARMUP_PHASE)
 
-    await run_phase(client, feed, phase, on_record, path=config.route)
+    await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
 
 
 def _request_count(config: RunConfig, dataset_size: int) -> int | None:

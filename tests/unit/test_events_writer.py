@@ -131,6 +131,8 @@ GOLDEN = [
     line("session.started", 100),
     line("sample.issued", 150, C, prompt("[0123456789abcdef] warm")),
     line("sample.recv_first", 160, C),
+    # warmup queries are logged in full (their own log in a run folder)
+    line("sample.complete", 170, C, '["TextModelOutput",["w"],null,null]', ',"worker_id":0'),
     line("session.start_performance_tracking", 200),
     line("sample.issued", 300, A, prompt("[0011223344556677] Hi")),
     line("sample.recv_first", 350, A),
@@ -189,7 +191,7 @@ def test_round_trip_with_json(tmp_path: Path) -> None:
             times[k] for k in ("sample.issued", "sample.recv_first", SAMPLE_COMPLETE) if k in times
         ]
         assert ordered == sorted(ordered)
-    assert SAMPLE_COMPLETE not in by_uuid[C]  # warmup: no COMPLETE, as the reference
+    assert SAMPLE_COMPLETE in by_uuid[C]  # warmup logged in full (spec §2.4)
 
 
 def test_tracking_window_by_line_order(tmp_path: Path) -> None:
@@ -214,9 +216,9 @@ def test_read_events_types(tmp_path: Path) -> None:
     session(path).close()
     events = read_events(path)
     assert len(events) == len(GOLDEN)
-    issued = events[4]
+    issued = events[5]
     assert issued.data == PromptData(text="[0011223344556677] Hi")
-    complete = events[6]
+    complete = events[7]
     assert complete.data == TextModelOutput(output=("Hel", "lo world"))
     assert (complete.finish_reason, complete.worker_id) == ("stop", 0)
 

@@ -19,6 +19,7 @@ def counts(osl: list[int], tpot: list[int]) -> TokenCounts:
     return TokenCounts(
         osl=np.array(osl, dtype=np.int64),
         tpot_tokens=np.array(tpot, dtype=np.int64),
+        isl=np.zeros(len(osl), dtype=np.int64),
         complete=True,
         pending=0,
         seconds=0.0,

@@ -59,6 +59,7 @@ def counts(osl: list[int], tpot: list[int], *, error: str | None = None) -> Toke
     return TokenCounts(
         osl=np.array(osl, dtype=np.int64),
         tpot_tokens=np.array(tpot, dtype=np.int64),
+        isl=np.zeros(len(osl), dtype=np.int64),
         complete=pending == 0 and error is None,
         pending=pending,
         seconds=0.0,

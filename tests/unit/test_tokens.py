@@ -22,12 +22,11 @@ from tokenizers.processors import TemplateProcessing
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.errors import LocalProtocolError, UsageError
 from mlpe_fast.metrics.tokens import (
-    CountRule,
+    CountJob,
     TokenCounter,
+    count_job,
     hf_cache_dir,
     load_tokenizer,
-    output_text_for_count,
-    tpot_text_for_count,
 )
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 from mlpe_fast.wire.events import NO_RESPONSE, ResponseSummary, ToolCall
@@ -81,6 +80,10 @@ def record(s: ResponseSummary, i: int = 0, error: str | None = None) -> RequestR
 def text_record(text: str, i: int = 0, error: str | None = None) -> RequestRecord:
     """A streamed response of ``text`` whose first event carried one character."""
     return record(summary(content=text, content_after=text[1:]), i, error)
+
+
+def job(r: RequestRecord) -> CountJob:
+    return count_job(r, streaming=True)
 
 
 @pytest.fixture
@@ -250,26 +253,6 @@ def test_usage_error_is_a_value_error() -> None:
         load_tokenizer("")
 
 
-# What is counted ------------------------------------------------------------------
-
-
-def test_output_text_concatenates_categories_and_tools_by_index() -> None:
-    tools = (
-        ToolCall(index=1, id="b", type="function", name="second", arguments='{"y":2}'),
-        ToolCall(index=0, id="a", type="function", name="first", arguments='{"x":1}'),
-    )
-    s = summary(content="Hi", reasoning="think", tools=tools)
-    assert output_text_for_count(s) == 'Hithinkfirst{"x":1}second{"y":2}'
-
-
-def test_tpot_text_uses_the_after_first_fields() -> None:
-    tool = ToolCall(index=0, id="a", type="function", name="", arguments="1}")
-    s = summary(content="Hello", reasoning="rr", content_after="ello", reasoning_after="r")
-    s2 = summary(content="x", content_after="", tools_after=(tool,))
-    assert tpot_text_for_count(s) == "ellor"
-    assert tpot_text_for_count(s2) == "1}"
-
-
 # Counting -------------------------------------------------------------------------
 
 
@@ -277,7 +260,7 @@ def test_exact_counts_in_submission_order(demo: Tokenizer) -> None:
     texts = ["hello world", "a", "", "x" * 1000, "tab\there"]
     counter = TokenCounter(demo, batch_size=2)
     for i, text in enumerate(texts):
-        counter.submit(text_record(text, i))
+        counter.submit(job(text_record(text, i)))
     counts = counter.finish(timeout=10)
     assert counts.complete
     assert counts.pending == 0
@@ -288,27 +271,9 @@ def test_exact_counts_in_submission_order(demo: Tokenizer) -> None:
     assert len(counts) == 5
 
 
-def test_reasoning_and_tool_calls_count(demo: Tokenizer) -> None:
-    tool = ToolCall(index=0, id="c", type="function", name="get", arguments='{"q":1}')
-    tool_after = ToolCall(index=0, id="c", type="function", name="", arguments='"q":1}')
-    s = summary(
-        content="ok",
-        reasoning="why",
-        tools=(tool,),
-        content_after="",
-        reasoning_after="hy",
-        tools_after=(tool_after,),
-    )
-    counter = TokenCounter(demo)
-    counter.submit(record(s))
-    counts = counter.finish(timeout=10)
-    assert counts.osl.tolist() == [2 + 3 + 3 + 7]
-    assert counts.tpot_tokens.tolist() == [2 + 6]
-
-
 def test_failed_records_are_not_tokenized(demo: Tokenizer) -> None:
     counter = TokenCounter(demo)
-    counter.submit(text_record("partial out", error="IdleTimeout"))
+    counter.submit(job(text_record("partial out", error="IdleTimeout")))
     counts = counter.finish(timeout=10)
     assert counts.complete
     assert counts.osl.tolist() == [0]
@@ -321,23 +286,9 @@ def test_no_special_tokens_and_no_truncation(demo: Tokenizer) -> None:
     demo.enable_truncation(3)
     assert len(demo.encode("hello")) == 3  # what the counter must not do
     counter = TokenCounter(demo)
-    counter.submit(text_record("hello"))
+    counter.submit(job(text_record("hello")))
     assert counter.finish(timeout=10).osl.tolist() == [5]
     assert demo.truncation is not None  # the caller's tokenizer is left alone
-
-
-def test_count_rule_can_be_swapped(demo: Tokenizer) -> None:
-    rule = CountRule(
-        output_text=lambda s: "<<" + s.content + ">>",
-        tpot_text=lambda s: s.content_after_first,
-        output_framing=4,
-        tpot_framing=100,
-    )
-    counter = TokenCounter(demo, rule=rule)
-    counter.submit(text_record("abcdef"))
-    counts = counter.finish(timeout=10)
-    assert counts.osl.tolist() == [6]
-    assert counts.tpot_tokens.tolist() == [0]  # floored at zero
 
 
 class SpyEncoder:
@@ -374,7 +325,7 @@ def test_submit_never_tokenizes_and_counting_runs_off_the_loop() -> None:
         nonlocal ticks
         counter = TokenCounter(spy, batch_size=4)
         for i in range(10):
-            counter.submit(text_record("abc", i))
+            counter.submit(job(text_record("abc", i)))
         assert spy.calls == 0  # deferred until drain
         loop_thread = threading.get_ident()
 
@@ -401,9 +352,9 @@ def test_submit_never_tokenizes_and_counting_runs_off_the_loop() -> None:
 def test_drain_keeps_the_counter_usable(demo: Tokenizer) -> None:
     async def main() -> tuple[list[int], list[int]]:
         counter = TokenCounter(demo)
-        counter.submit(text_record("ab", 0))
+        counter.submit(job(text_record("ab", 0)))
         first = await counter.drain(timeout=10)
-        counter.submit(text_record("abcd", 1))
+        counter.submit(job(text_record("abcd", 1)))
         second = await counter.drain(timeout=10)
         assert second.complete
         counter.close()
@@ -415,7 +366,7 @@ def test_drain_keeps_the_counter_usable(demo: Tokenizer) -> None:
 def test_live_counting_needs_no_drain(demo: Tokenizer) -> None:
     counter = TokenCounter(demo, live=True)
     for i in range(50):
-        counter.submit(text_record("abc", i))
+        counter.submit(job(text_record("abc", i)))
     deadline = time.monotonic() + 5
     while counter.counted < 50 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -428,7 +379,7 @@ def test_finish_timeout_reports_incomplete() -> None:
     spy = SpyEncoder(delay=0.5)
     counter = TokenCounter(spy, batch_size=2)
     for i in range(6):
-        counter.submit(text_record("abc", i))
+        counter.submit(job(text_record("abc", i)))
     counts = counter.finish(timeout=0.1)
     assert not counts.complete
     assert counts.pending > 0
@@ -442,7 +393,7 @@ def test_drain_timeout_reports_incomplete_without_blocking() -> None:
     async def main() -> tuple[bool, int, float]:
         counter = TokenCounter(spy, batch_size=1)
         for i in range(5):
-            counter.submit(text_record("abc", i))
+            counter.submit(job(text_record("abc", i)))
         started = time.monotonic()
         counts = await counter.drain(timeout=0.05)
         elapsed = time.monotonic() - started
@@ -457,7 +408,7 @@ def test_drain_timeout_reports_incomplete_without_blocking() -> None:
 
 def test_tokenizer_failure_reports_incomplete_with_the_reason() -> None:
     counter = TokenCounter(SpyEncoder(fail=True))
-    counter.submit(text_record("abc"))
+    counter.submit(job(text_record("abc")))
     counts = counter.finish(timeout=5)
     assert not counts.complete
     assert counts.error is not None
@@ -469,7 +420,7 @@ def test_submit_after_finish_raises(demo: Tokenizer) -> None:
     counter = TokenCounter(demo)
     counter.finish(timeout=1)
     with pytest.raises(LocalProtocolError):
-        counter.submit(text_record("a"))
+        counter.submit(job(text_record("a")))
 
 
 def test_finish_with_nothing_submitted(demo: Tokenizer) -> None:

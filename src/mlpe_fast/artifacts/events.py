@@ -37,8 +37,11 @@ Non-streamed output is plain strings.  The reference's TPOT denominator,
 after our ``t_first``.
 
 Per query the reference writes ISSUED; RECV_FIRST (streaming); for a
-failure ``error.generic`` then COMPLETE with null data; warmup queries get
-no COMPLETE (``load_generator/session.py``).  We write the same lines.
+failure ``error.generic`` then COMPLETE with null data
+(``load_generator/session.py``).  We write the same lines.  The reference
+logs no warmup at all; mlpe-fast writes the warmup's queries, with the same
+lines, to a separate log (``warmup_events.jsonl``: spec §2.4 wants warmup
+logs retained) and leaves them out of ``sample_idx_map.json``.
 
 Write-behind: lines are made when a query's record arrives (one msgspec
 ``encode_lines`` call per record) and kept in memory, spilling to side files
@@ -116,7 +119,7 @@ _SESSION_TOPICS = frozenset(
 _ERROR_TOPICS = frozenset({ERROR_GENERIC, ERROR_LOADGEN, ERROR_SESSION, ERROR_CLIENT})
 
 WARMUP_PHASE = "warmup"
-"""The phase name whose queries get no COMPLETE line and no sample_idx_map entry."""
+"""The phase name whose queries get no ``sample_idx_map.json`` entry."""
 
 
 # The record types (same shapes, tags and defaults as the reference's) ----------------
@@ -378,23 +381,29 @@ class EventsWriter:
     def record(
         self,
         record: RequestRecord,
-        prompt: str | tuple[dict[str, Any], ...] | None = None,
+        prompt: PromptData | str | tuple[dict[str, Any], ...] | None = None,
         *,
         phase: str = "performance",
+        output: TextModelOutput | None = None,
     ) -> None:
         """The lines of one finished query (module docstring).
 
         Args:
             record: the engine's record.
-            prompt: what was sent, for ISSUED's ``PromptData``: the (salted)
-                prompt text, the chat messages, or None when unknown.
+            prompt: what was sent, for ISSUED's ``PromptData``: the
+                ``PromptData`` itself, the (salted) prompt text, the chat
+                messages, or None when unknown.
             phase: "performance", "warmup", or the accuracy dataset's name
-                (the ``sample_idx_map.json`` key).
+                (the ``sample_idx_map.json`` key; warmup queries have none).
+            output: the COMPLETE payload if the caller built it already
+                (:func:`text_model_output` of the record's response).
         """
         uuid = record.sample_id
         response = record.response
         if prompt is None:
             prompt_data = PromptData()
+        elif isinstance(prompt, PromptData):
+            prompt_data = prompt
         elif isinstance(prompt, str):
             prompt_data = PromptData(text=prompt)
         else:
@@ -430,19 +439,21 @@ class EventsWriter:
                     ),
                 )
             )
-        if phase != WARMUP_PHASE:
-            t_done = response.t_done
-            finish = response.finish_reason if ok else None
-            lines.append(
-                EventRecord(
-                    event_type=SAMPLE_COMPLETE,
-                    timestamp_ns=record.t_end if t_done is None else t_done,
-                    sample_uuid=uuid,
-                    data=text_model_output(response, streaming=self.streaming) if ok else None,
-                    finish_reason=finish if finish else msgspec.UNSET,
-                    worker_id=self.worker_id,
-                )
+        if ok and output is None:
+            output = text_model_output(response, streaming=self.streaming)
+        t_done = response.t_done
+        finish = response.finish_reason if ok else None
+        lines.append(
+            EventRecord(
+                event_type=SAMPLE_COMPLETE,
+                timestamp_ns=record.t_end if t_done is None else t_done,
+                sample_uuid=uuid,
+                data=output if ok else None,
+                finish_reason=finish if finish else msgspec.UNSET,
+                worker_id=self.worker_id,
             )
+        )
+        if phase != WARMUP_PHASE:
             phase_map = self.sample_index_map.get(phase)
             if phase_map is None:
                 phase_map = self.sample_index_map[phase] = {}

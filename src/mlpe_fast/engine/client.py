@@ -152,6 +152,19 @@ class Client:
             period = min(max(min(timeouts) / 1e9 / 10, 0.01), 1.0)
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(period))
 
+    async def cancel_in_flight(
+        self, message: str = "the run was interrupted with the request in flight"
+    ) -> None:
+        """Ends every request in flight as a ``Cancelled`` record now (an
+        interrupted run); the client stays usable."""
+        pool = self._pool
+        if pool is None:
+            return
+        t_ns = monotonic_ns()
+        for connection in pool.busy():
+            connection.fail(t_ns, "Cancelled", message)
+        await pool.cancel_connecting()
+
     async def aclose(self) -> None:
         """Ends requests still in flight as ``Cancelled`` and closes everything."""
         pool = self._pool

@@ -279,12 +279,16 @@ class ConnectionPool:
         """Connections with a request in flight."""
         return [c for c in self._open if c.exchange is not None]
 
-    async def aclose(self) -> None:
-        """Cancels connection attempts and closes every connection."""
+    async def cancel_connecting(self) -> None:
+        """Cancels connection attempts; their requests end as ``Cancelled``."""
         for task in list(self._connecting):
             task.cancel()
         if self._connecting:
             await asyncio.gather(*self._connecting, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancels connection attempts and closes every connection."""
+        await self.cancel_connecting()
         for connection in list(self._open):
             connection.close()
         self._idle.clear()

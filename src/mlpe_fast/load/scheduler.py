@@ -69,6 +69,15 @@ class Phase:
         self.failed = 0
         self.t_start = 0
         self.t_stop_issuing = 0
+        self.stop_requested = False
+        self._on_stop: Callable[[], None] | None = None
+
+    def stop(self) -> None:
+        """Stops issuing now (an interrupted run); what is in flight is
+        still awaited, so the phase ends when it has come back."""
+        self.stop_requested = True
+        if self._on_stop is not None:
+            self._on_stop()
 
 
 async def run_phase(
@@ -95,7 +104,8 @@ async def run_phase(
     def may_issue() -> bool:
         nonlocal issuing
         if issuing and (
-            (phase.max_requests is not None and phase.issued >= phase.max_requests)
+            phase.stop_requested
+            or (phase.max_requests is not None and phase.issued >= phase.max_requests)
             or (deadline is not None and monotonic_ns() >= deadline)
         ):
             issuing = False
@@ -122,6 +132,12 @@ async def run_phase(
     def settle_if_drained() -> None:
         if in_flight == 0 and not issuing and not finished.done():
             finished.set_result(None)
+
+    def on_stop() -> None:
+        may_issue()
+        settle_if_drained()
+
+    phase._on_stop = on_stop
 
     def on_done(record: RequestRecord) -> None:
         nonlocal in_flight

@@ -1,35 +1,33 @@
 """Measurement: token counting and per-point statistics.
 
+* :mod:`.count_inputs` -- what each count tokenizes (OSL, TPOT tokens, ISL;
+  spec §1.2), from the records ``events.jsonl`` holds;
+* :mod:`.chat_template` -- the model's chat template, rendered as
+  ``transformers`` renders it, for reasoning and tool-call outputs;
+* :mod:`.fast_bpe` -- an exact count-only path for byte-level BPE;
 * :mod:`.tokens` -- :func:`load_tokenizer` (offline) and :class:`TokenCounter`
-  (OSL and TPOT token counts in a worker thread, spec §1.2);
+  (counts in a worker thread);
 * :mod:`.stats` -- :func:`point_stats`: TTFT, TPOT, latency, percentiles,
-  system tokens/s and tps_per_user of one point (spec §1.1-1.3).
+  system tokens/s and tps_per_user of one point (spec §1.1-1.3);
+* :mod:`.series`, :mod:`.early_stopping` -- the reference client's stat
+  blocks and early-stopping estimates, for the run folder's files;
+* :mod:`.usage_check` -- the endpoint's ``usage`` beside our counts.
 """
 
-from .stats import PERCENTILES, Distribution, PointStats, distribution, point_stats
-from .tokens import (
-    SIMPLE_RULE,
-    CountRule,
-    TokenCounter,
-    TokenCounts,
-    hf_cache_dir,
-    load_tokenizer,
-    output_text_for_count,
-    tpot_text_for_count,
-)
+from .stats import PERCENTILES, Distribution, PointSeries, PointStats, distribution, point_stats
+from .tokens import CountJob, TokenCounter, TokenCounts, count_job, hf_cache_dir, load_tokenizer
 
 __all__ = (
     "PERCENTILES",
-    "SIMPLE_RULE",
-    "CountRule",
+    "CountJob",
     "Distribution",
+    "PointSeries",
     "PointStats",
     "TokenCounter",
     "TokenCounts",
+    "count_job",
     "distribution",
     "hf_cache_dir",
     "load_tokenizer",
-    "output_text_for_count",
     "point_stats",
-    "tpot_text_for_count",
 )

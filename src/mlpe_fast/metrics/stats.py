@@ -42,7 +42,15 @@ import numpy.typing as npt
 from ..engine.record import RequestRecord
 from .tokens import TokenCounts
 
-__all__ = ("PERCENTILES", "Distribution", "PointStats", "distribution", "point_stats")
+__all__ = (
+    "FINISH_REASONS",
+    "PERCENTILES",
+    "Distribution",
+    "PointSeries",
+    "PointStats",
+    "distribution",
+    "point_stats",
+)
 
 #: The reference client's percentile grid (reference-client.md §2.2).
 PERCENTILES: tuple[float, ...] = (
@@ -125,6 +133,28 @@ def distribution(
     )
 
 
+#: The finish reasons the reference client counts by name; any other is
+#: counted as "other" (``metrics_aggregator/aggregator.py``).
+FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
+
+
+class PointSeries(msgspec.Struct, frozen=True):
+    """The raw samples and counters of one point, named as the reference
+    client's metrics registry names them (``metrics/final_snapshot.json``,
+    spec §3.5); the files' stat blocks are computed from these.
+
+    Series: ``ttft_ns``, ``sample_latency_ns`` (int64 ns), ``tpot_ns``
+    (float64 ns per token), ``osl`` and ``isl`` (int64 tokens; ISL of every
+    tracked issued query, OSL of every completed one).  Counters:
+    ``tracked_samples_issued``/``_completed``/``_failed``,
+    ``tracked_duration_ns``, ``legacy_loadgen_window_duration_ns`` and
+    ``tracked_finish_reason_<reason>``.
+    """
+
+    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]]
+    counters: dict[str, int]
+
+
 class PointStats(msgspec.Struct, frozen=True):
     """The figures of one measurement point (see the module docstring).
 
@@ -167,6 +197,7 @@ class PointStats(msgspec.Struct, frozen=True):
     system_tps: float | None
     tps_per_user: float | None
     tokens_complete: bool
+    raw: PointSeries
 
     @property
     def duration_s(self) -> float:
@@ -243,8 +274,12 @@ def point_stats(
 
     done_ok = tracked & ok
     ttft_mask = done_ok & streamed & has_first
-    ttft = distribution(t_first[ttft_mask] - t_issue[ttft_mask])
-    latency = distribution(t_finish[done_ok] - t_issue[done_ok])
+    ttft_values = t_first[ttft_mask] - t_issue[ttft_mask]
+    latency_values = t_finish[done_ok] - t_issue[done_ok]
+    ttft = distribution(ttft_values)
+    latency = distribution(latency_values)
+    osl_values = np.empty(0, np.int64)
+    tpot_values = np.empty(0, np.float64)
 
     osl: Distribution | None = None
     tpot: Distribution | None = None
@@ -260,8 +295,8 @@ def point_stats(
         tokens = counts.tpot_tokens
         tpot_mask = ttft_mask & (tokens > 0)
         per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / tokens[tpot_mask]
-        per_token = per_token[np.isfinite(per_token) & (per_token > 0)]
-        tpot = distribution(per_token)
+        tpot_values = per_token[np.isfinite(per_token) & (per_token > 0)]
+        tpot = distribution(tpot_values)
     tpot_count = 0 if tpot is None else tpot.count
     n_streamed = int(np.count_nonzero(done_ok & streamed))
 
@@ -273,6 +308,41 @@ def point_stats(
         start = end = 0 if tracking_start_ns is None else tracking_start_ns
     duration = max(0, end - start)
     completed = int(np.count_nonzero(done_ok))
+    legacy_window = 0
+    if n_tracked:
+        # The LoadGen window: first issue to the completion of the
+        # last-issued query (reference-client.md §2.2).
+        issued = np.where(tracked, t_issue, np.iinfo(np.int64).min)
+        last = int(np.argmax(issued))
+        legacy_window = max(0, int(t_finish[last]) - int(t_issue[tracked].min()))
+    counters = {
+        # Only measured queries are in the event stream (warmup has its own
+        # log), so the session totals are the tracked ones.
+        "total_samples_issued": n_tracked,
+        "total_samples_completed": completed,
+        "total_samples_failed": n_tracked - completed,
+        "tracked_samples_issued": n_tracked,
+        "tracked_samples_completed": completed,
+        "tracked_samples_failed": n_tracked - completed,
+        "tracked_duration_ns": duration,
+        "legacy_loadgen_window_duration_ns": legacy_window,
+    }
+    other = 0
+    for reason, n_reason in reasons.items():
+        if reason in FINISH_REASONS:
+            counters[f"tracked_finish_reason_{reason}"] = n_reason
+        elif reason != "none":
+            other += n_reason
+    counters["tracked_finish_reason_other"] = other
+    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {
+        "ttft_ns": ttft_values,
+        "sample_latency_ns": latency_values,
+    }
+    if counts is not None:
+        series["tpot_ns"] = tpot_values
+        series["osl"] = osl_values
+        isl_values = counts.isl[tracked]
+        series["isl"] = isl_values[isl_values >= 0]
     seconds = duration / 1e9
     tpot_p90_ms = None if tpot is None else tpot.p90 / 1e6
     return PointStats(
@@ -297,4 +367,5 @@ def point_stats(
         system_tps=osl_total / seconds if duration > 0 and osl_total is not None else None,
         tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
         tokens_complete=tokens_complete,
+        raw=PointSeries(series=series, counters=counters),
     )

@@ -2,46 +2,46 @@
 
 MLPerf Endpoints counts tokens on the client with the model's reference
 tokenizer, once per completed response (``mlperf-endpoints-spec.md`` §1.2,
-rules §2.8); the server's ``usage`` is not used.  Two counts per response:
+rules §2.8); the server's ``usage`` is only a cross-check.  Three counts per
+query, whose inputs :mod:`mlpe_fast.metrics.count_inputs` defines:
 
 * **OSL** (output sequence length): the tokens of the whole output, the
   numerator of ``system_tps`` (spec §1.1);
 * **TPOT tokens**: the tokens of the output that arrived *after* the first
   content-bearing event, the denominator of the per-response TPOT (spec
-  §1.2; reference-client.md §2.2: "tokenized independently from OSL").
+  §1.2; tokenized on its own, as the reference does);
+* **ISL**: the tokens of the prompt as sent.
 
-Both are tokenized with ``add_special_tokens=False``: the count is of what
-the model generated, not of BOS/EOS markers a post-processor would add.
-
-Which text is counted is a :class:`CountRule`.  The default,
-:data:`SIMPLE_RULE`, concatenates the categories
-(:func:`output_text_for_count`, :func:`tpot_text_for_count`); the chat
-template rule of spec §1.2 (render with and without the assistant message,
-subtract the framing) is meant to replace it by supplying other text
-functions and a framing offset, without touching the counter.
+Plain text is tokenized with ``add_special_tokens=False`` (the count is of
+what the model generated, not of markers a post-processor would add).  An
+output with reasoning or tool calls is rendered as an assistant message with
+the model's chat template (:mod:`mlpe_fast.metrics.chat_template`) after an
+empty user turn, and the tokens of the same rendering with an empty
+assistant message are subtracted: ``max(0, len(tok(a)) - len(tok(b)))``
+(spec §1.2).  A chat prompt is rendered with the generation prompt.
 
 Threads.  :class:`TokenCounter` never tokenizes in the caller: ``submit``
-appends a record to a queue and one worker thread encodes batches with
-``Tokenizer.encode_batch_fast`` (``encode_batch`` on older ``tokenizers``).
-That call releases the GIL and splits the batch over ``tokenizers``' own
-Rayon thread pool, so the event loop keeps running while a batch is encoded.
-The pool's size is fixed the first time any batch is encoded in the process,
-from ``RAYON_NUM_THREADS``; unless the user set it, the counter sets it to
-the CPUs this process may use, capped at :data:`MAX_THREADS` (past that the
-Python side of each batch, building texts and reading lengths under the GIL,
-dominates).  ``TOKENIZERS_PARALLELISM=false`` makes encoding single-threaded
-and is respected.  Because the pool would compete with the event loop (and,
-on small hosts, with a local endpoint) for CPU, counting is deferred by
+appends a :class:`CountJob` to a queue and one worker thread counts batches.
+Texts that :mod:`mlpe_fast.metrics.fast_bpe` can count exactly (ASCII text
+with a byte-level BPE tokenizer) are counted there, in Python, about four
+times cheaper than through ``tokenizers``; the others go through
+``Tokenizer.encode_batch_fast`` (``encode_batch`` on older ``tokenizers``),
+which releases the GIL and splits the batch over ``tokenizers``' own Rayon
+thread pool.  The pool's size is fixed the first time any batch is encoded
+in the process, from ``RAYON_NUM_THREADS``; unless the user set it, the
+counter sets it to the CPUs this process may use, capped at
+:data:`MAX_THREADS`.  ``TOKENIZERS_PARALLELISM=false`` makes encoding
+single-threaded and is respected.  Because counting competes with the event
+loop (and, on small hosts, with a local endpoint) for CPU, it is deferred by
 default until :meth:`TokenCounter.drain` / :meth:`TokenCounter.finish` is
-called after the load; ``live=True`` counts while the load runs, which suits
-hosts with cores to spare and keeps the end-of-run drain short.  (As with
-any use of ``tokenizers``' parallelism, a process forked after it disables
-parallelism in the child and warns.)
+called after the load; ``live=True`` counts while the load runs (every
+0.25 s, through ``tokenizers`` only, so that the event loop keeps the
+interpreter), which suits hosts with cores to spare.
 
-Cost.  ``tokenizers`` encodes byte-level BPE text at about 0.45 M tokens per
-CPU-second on the 2-core development host (``bench/bench_tokens.py``), so
-100,000 streamed responses of 500 tokens (100 M tokens with the TPOT pass)
-take about 230 CPU-seconds: count ``live`` on hosts with spare cores.
+Cost (``bench/bench_tokens.py``, 2-core development host): ``tokenizers``
+encodes byte-level BPE text at about 0.55 M tokens per CPU-second; the fast
+path counts about 2.5 M per CPU-second and needs one scan for both the OSL
+and the TPOT count of a plain-text response.
 """
 
 from __future__ import annotations
@@ -55,34 +55,35 @@ import threading
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence, Sized
+from collections.abc import Callable, Sequence, Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ..artifacts.events import PromptData, TextModelOutput, text_model_output
 from ..errors import LocalProtocolError, UsageError
-from ..wire.events import ResponseSummary, ToolCall
+from .count_inputs import CountInput, MessageText, osl_input, prompt_input, tpot_input
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from ..engine.record import RequestRecord
+    from .chat_template import ChatTemplate
+    from .fast_bpe import FastBPECounter
 
 __all__ = (
     "DEFAULT_BATCH_SIZE",
     "MAX_THREADS",
-    "SIMPLE_RULE",
     "BatchEncoder",
-    "CountRule",
+    "CountJob",
     "TokenCounter",
     "TokenCounts",
+    "count_job",
     "hf_cache_dir",
     "load_tokenizer",
-    "output_text_for_count",
-    "tpot_text_for_count",
 )
 
 #: Records per ``encode_batch`` call (two texts each).  Large enough for the
@@ -250,51 +251,36 @@ def load_tokenizer(name_or_path: str) -> Tokenizer:
 # What is counted ------------------------------------------------------------------------
 
 
-def _tool_text(calls: Iterable[ToolCall]) -> str:
-    # Calls in ascending index (spec §1.2: "order calls by ascending index").
-    return "".join(c.name + c.arguments for c in sorted(calls, key=lambda c: c.index))
+class CountJob(NamedTuple):
+    """The three counts of one query (:mod:`mlpe_fast.metrics.count_inputs`):
+    its OSL, its TPOT tokens and its ISL.  None counts 0."""
+
+    osl: CountInput = None
+    tpot: CountInput = None
+    isl: CountInput = None
 
 
-def output_text_for_count(summary: ResponseSummary) -> str:
-    """The text whose tokens are the response's OSL (interim rule).
+def count_job(
+    record: RequestRecord,
+    *,
+    streaming: bool,
+    prompt: PromptData | None = None,
+    output: TextModelOutput | None = None,
+) -> CountJob:
+    """The :class:`CountJob` of a finished query.
 
-    ``content + reasoning +`` every tool call's name and arguments, calls in
-    ascending index.  Spec §1.2 specifies the chat-template rule instead
-    (render the rebuilt assistant message, subtract the empty-assistant
-    framing); it replaces this function through :class:`CountRule`.
+    ``output`` is its COMPLETE payload if already built (the events writer
+    builds the same one); a failed query has no output tokens.  TPOT tokens
+    are counted for streamed responses with a first token, the queries with
+    a ``sample.recv_first`` line (spec §1.2: "streaming only").
     """
-    text = summary.content + summary.reasoning
-    if summary.tool_calls:
-        text += _tool_text(summary.tool_calls)
-    return text
-
-
-def tpot_text_for_count(summary: ResponseSummary) -> str:
-    """The text after the first content-bearing event, for TPOT (spec §1.2).
-
-    The ``*_after_first`` counterparts of :func:`output_text_for_count`.
-    Empty for a non-streamed response, which yields no TPOT sample.
-    """
-    text = summary.content_after_first + summary.reasoning_after_first
-    if summary.tool_calls_after_first:
-        text += _tool_text(summary.tool_calls_after_first)
-    return text
-
-
-class CountRule(msgspec.Struct, frozen=True):
-    """Which text of a response is counted, and how many framing tokens of
-    that text are not output (subtracted, floored at 0: spec §1.2 ``max(0,
-    len(tok(a)) - len(tok(b)))``).  An empty text counts 0 without calling
-    the tokenizer."""
-
-    output_text: Callable[[ResponseSummary], str] = output_text_for_count
-    tpot_text: Callable[[ResponseSummary], str] = tpot_text_for_count
-    output_framing: int = 0
-    tpot_framing: int = 0
-
-
-#: The interim rule: plain concatenation, no framing.
-SIMPLE_RULE = CountRule()
+    isl = prompt_input(prompt)
+    if record.error_class is not None:
+        return CountJob(None, None, isl)
+    if output is None:
+        output = text_model_output(record.response, streaming=streaming)
+    tpot = tpot_input(output) if streaming and record.response.t_first is not None else None
+    return CountJob(osl_input(output), tpot, isl)
 
 
 # Counting ------------------------------------------------------------------------------
@@ -309,22 +295,27 @@ class BatchEncoder(Protocol):
 
 
 class TokenCounts(msgspec.Struct, frozen=True):
-    """Token counts of the records submitted to a :class:`TokenCounter`, in
+    """Token counts of the jobs submitted to a :class:`TokenCounter`, in
     submission order.
 
-    ``osl[i]`` and ``tpot_tokens[i]`` belong to the i-th submitted record;
-    -1 means not counted (``complete`` is then False).  Failed records are
-    not tokenized and count 0 (spec §1.2 counts completed responses).
-    ``seconds`` is the wall time spent encoding (the reference client's
+    ``osl[i]``, ``tpot_tokens[i]`` and ``isl[i]`` belong to the i-th job; -1
+    means not counted (``complete`` is then False); an input of None counts
+    0.  ``seconds`` is the wall time spent counting (the reference client's
     ``osl_tokenization_s``); ``error`` says why counting stopped, if it did.
+    ``template_fallbacks`` counts messages whose chat template failed and
+    were counted as joined text instead (as the reference does);
+    ``method`` says how texts were counted (the fast path or why not).
     """
 
     osl: npt.NDArray[np.int64]
     tpot_tokens: npt.NDArray[np.int64]
+    isl: npt.NDArray[np.int64]
     complete: bool
     pending: int
     seconds: float
     error: str | None = None
+    template_fallbacks: int = 0
+    method: str = ""
 
     def __len__(self) -> int:
         return len(self.osl)
@@ -361,52 +352,230 @@ def _counting_copy(tokenizer: BatchEncoder) -> BatchEncoder:
     return copy
 
 
+def _fast_path(tokenizer: BatchEncoder) -> tuple[FastBPECounter | None, str]:
+    """The exact fast path for this tokenizer, or why there is none."""
+    from tokenizers import Tokenizer
+
+    from . import fast_bpe
+
+    if not isinstance(tokenizer, Tokenizer):
+        return None, "not a tokenizers.Tokenizer"
+    counter = fast_bpe.FastBPECounter.from_tokenizer(tokenizer)
+    if counter is not None:
+        return counter, ""
+    return None, fast_bpe.ineligibility_reason(tokenizer) or "not a byte-level BPE"
+
+
+def _fallback_text(message: MessageText) -> str:
+    """The text the reference counts when a message cannot be rendered:
+    content, reasoning and the tool calls' JSON, joined by newlines."""
+    parts = [message.content, message.reasoning or ""]
+    if message.tool_calls:
+        parts.append(msgspec.json.encode(list(message.tool_calls)).decode())
+    return "\n".join(p for p in parts if p)
+
+
+class _Texts:
+    """Turns count inputs into (text, framing) pairs or direct counts, and
+    counts texts: the fast path where it applies, else ``tokenizers`` in
+    one batch call per batch of jobs.  Lives on the worker thread."""
+
+    def __init__(
+        self,
+        encode: Callable[..., Sequence[Sized]],
+        template: ChatTemplate | None,
+        fast: FastBPECounter | None,
+    ) -> None:
+        # chat_template resolves tokenizer directories with this module's
+        # helpers: imported here, not at the top, to keep the import acyclic.
+        from .chat_template import (
+            ChatTemplateError,
+            assistant_message,
+            prompt_messages_for_template,
+        )
+
+        self._template_error = ChatTemplateError
+        self._assistant_message = assistant_message
+        self._prompt_messages = prompt_messages_for_template
+        self._encode = encode
+        self._template = template
+        self._fast = fast
+        self.template_fallbacks = 0
+        self._framing: int | None = None
+
+    # -- inputs to texts
+
+    def framing(self) -> int:
+        """Tokens of (empty user + empty assistant): subtracted from every
+        message count (spec §1.2).  A template that cannot render it
+        subtracts nothing, as the reference does (``token_metrics.py``)."""
+        if self._framing is None:
+            assert self._template is not None
+            try:
+                text = self._template.framing
+            except self._template_error:
+                self._framing = 0
+            else:
+                self._framing = self.count_now([text])[0]
+        return self._framing
+
+    def text_of(self, item: CountInput) -> tuple[str, int] | int:
+        """``(text, framing)`` to tokenize, or the count itself."""
+        if item is None:
+            return 0
+        if isinstance(item, str):
+            return item, 0
+        if isinstance(item, tuple):
+            return len(item)
+        template = self._template
+        if isinstance(item, MessageText):
+            if template is None:
+                return _fallback_text(item), 0
+            message = self._assistant_message(item.content, item.reasoning, item.tool_calls)
+            try:
+                text = template.render_reply(message)
+            except self._template_error:
+                self.template_fallbacks += 1
+                return _fallback_text(item), 0
+            return text, self.framing()
+        if template is not None:
+            try:
+                return template.render(
+                    self._prompt_messages(item.messages),
+                    add_generation_prompt=True,
+                    tools=item.tools,
+                    chat_template_kwargs=item.chat_template_kwargs,
+                    chat_template=item.chat_template,
+                    tool_choice=item.tool_choice,
+                ), 0
+            except self._template_error:
+                self.template_fallbacks += 1
+        return "\n".join(str(m.get("content") or "") for m in item.messages), 0
+
+    # -- texts to counts
+
+    def count_now(self, texts: list[str]) -> list[int]:
+        """Counts texts (fast path first) without framing."""
+        counts = [-1] * len(texts)
+        slow: list[int] = []
+        fast = self._fast
+        for i, text in enumerate(texts):
+            n = fast.count(text) if fast is not None else None
+            if n is None:
+                slow.append(i)
+            else:
+                counts[i] = n
+        if slow:
+            encodings = self._encode([texts[i] for i in slow], add_special_tokens=False)
+            for i, encoding in zip(slow, encodings, strict=True):
+                counts[i] = len(encoding)
+        return counts
+
+    def count_jobs(self, jobs: Sequence[CountJob]) -> tuple[list[int], list[int], list[int]]:
+        """The (OSL, TPOT, ISL) counts of a batch of jobs."""
+        n = len(jobs)
+        results = ([0] * n, [0] * n, [0] * n)
+        texts: list[str] = []
+        slots: list[tuple[int, int, int]] = []  # (field, job, framing) per text
+        fast = self._fast
+        for i, job in enumerate(jobs):
+            osl = self.text_of(job.osl)
+            tpot = self.text_of(job.tpot)
+            if (
+                fast is not None
+                and isinstance(osl, tuple)
+                and isinstance(tpot, tuple)
+                and osl[1] == 0
+                and tpot[1] == 0
+                and osl[0].endswith(tpot[0])
+            ):
+                # The TPOT text is the output after its first chunk: one scan
+                # counts both (fast_bpe module docstring).
+                pair = fast.count_with_suffix(osl[0], len(osl[0]) - len(tpot[0]))
+                if pair is not None:
+                    results[0][i], results[1][i] = pair
+                    osl = tpot = 0
+            for field, item in ((0, osl), (1, tpot), (2, self.text_of(job.isl))):
+                if isinstance(item, int):
+                    if item:
+                        results[field][i] = item
+                    continue
+                text, framing = item
+                if not text:
+                    continue
+                texts.append(text)
+                slots.append((field, i, framing))
+        for (field, i, framing), count in zip(slots, self.count_now(texts), strict=True):
+            results[field][i] = max(0, count - framing)
+        return results
+
+
 class TokenCounter:
-    """Counts the OSL and TPOT tokens of many records in a worker thread.
+    """Counts the OSL, TPOT and ISL tokens of many queries in a worker thread.
 
     Use from one thread (the event loop's)::
 
-        counter = TokenCounter(load_tokenizer("path/to/model"))
-        for each finished request: counter.submit(record)      # cheap
-        counts = await counter.drain(timeout=60)                # or finish()
+        counter = TokenCounter(load_tokenizer("path/to/model"), template=...)
+        for each finished query: counter.submit(count_job(record, ...))   # cheap
+        counts = await counter.drain(timeout=60)                           # or finish()
 
     Args:
         tokenizer: a ``tokenizers.Tokenizer`` (from :func:`load_tokenizer`).
-        rule: which text is counted (:data:`SIMPLE_RULE`).
-        batch_size: records per encode call (:data:`DEFAULT_BATCH_SIZE`).
-        live: count while records arrive (every 0.25 s) instead of waiting
-            for ``drain``/``finish`` (see the module docstring).
+        template: the model's chat template, for messages (reasoning, tool
+            calls) and chat prompts; None counts them as joined text, as the
+            reference does when its template fails.
+        batch_size: jobs per batch (:data:`DEFAULT_BATCH_SIZE`).
+        live: count while jobs arrive (every 0.25 s) instead of waiting for
+            ``drain``/``finish`` (see the module docstring).
         threads: Rayon pool size if ``RAYON_NUM_THREADS`` is unset and no
             batch was encoded in this process yet (default: usable CPUs,
             at most :data:`MAX_THREADS`).
+        fast: use the exact count-only path of
+            :mod:`mlpe_fast.metrics.fast_bpe` where it applies.  It runs
+            Python code under the GIL, so a ``live`` counter never uses it:
+            there the event loop must keep the interpreter.
     """
 
     def __init__(
         self,
         tokenizer: BatchEncoder,
         *,
-        rule: CountRule = SIMPLE_RULE,
+        template: ChatTemplate | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         live: bool = False,
         threads: int | None = None,
+        fast: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         _configure_pool(threads)
         tokenizer = _counting_copy(tokenizer)
-        self._encode: Callable[..., Sequence[Sized]] = getattr(
+        encode: Callable[..., Sequence[Sized]] = getattr(
             tokenizer, "encode_batch_fast", tokenizer.encode_batch
         )
-        self._rule = rule
+        fast_counter: FastBPECounter | None = None
+        if live:
+            self.method = "tokenizers (live counting leaves the interpreter to the event loop)"
+        elif not fast:
+            self.method = "tokenizers"
+        else:
+            fast_counter, reason = _fast_path(tokenizer)
+            self.method = (
+                "exact fast path for ASCII text, tokenizers for the rest"
+                if fast_counter is not None
+                else f"tokenizers ({reason})"
+            )
+        self._texts = _Texts(encode, template, fast_counter)
         self._batch_size = batch_size
         self._live = live
-        self._queue: deque[RequestRecord] = deque()
+        self._queue: deque[CountJob] = deque()
         self._submitted = 0
         self._closed = False
         # Shared with the worker, under _lock:
         self._lock = threading.Lock()
         self._osl = array("q")
         self._tpot = array("q")
+        self._isl = array("q")
         self._waiters: list[tuple[int, concurrent.futures.Future[None]]] = []
         self._stopping = False  # finish(): count what is queued, then exit
         self._abandon = False  # stop after the current batch
@@ -419,26 +588,26 @@ class TokenCounter:
 
     # -- caller side -------------------------------------------------------
 
-    def submit(self, record: RequestRecord) -> None:
-        """Queues one record for counting; never tokenizes here."""
+    def submit(self, job: CountJob) -> None:
+        """Queues one query's counts; never tokenizes here."""
         if self._closed:
             raise LocalProtocolError("TokenCounter.submit() after finish()")
-        self._queue.append(record)
+        self._queue.append(job)
         self._submitted += 1
 
     @property
     def submitted(self) -> int:
-        """Records submitted so far."""
+        """Jobs submitted so far."""
         return self._submitted
 
     @property
     def counted(self) -> int:
-        """Records counted so far (read without locking; for progress)."""
+        """Jobs counted so far (read without locking; for progress)."""
         return len(self._osl)
 
     async def drain(self, timeout: float | None = None) -> TokenCounts:
-        """Waits, without blocking the loop, until every record submitted so
-        far is counted, or ``timeout`` seconds; then returns all counts.
+        """Waits, without blocking the loop, until every job submitted so far
+        is counted, or ``timeout`` seconds; then returns all counts.
 
         The counter stays usable; counting goes on after a timeout.
         """
@@ -484,18 +653,22 @@ class TokenCounter:
     def _snapshot(self, target: int) -> TokenCounts:
         with self._lock:
             counted = min(len(self._osl), target)
-            osl = np.full(target, -1, dtype=np.int64)
-            tpot = np.full(target, -1, dtype=np.int64)
-            if counted:
-                osl[:counted] = np.frombuffer(self._osl, dtype=np.int64, count=counted)
-                tpot[:counted] = np.frombuffer(self._tpot, dtype=np.int64, count=counted)
+            arrays = []
+            for source in (self._osl, self._tpot, self._isl):
+                values = np.full(target, -1, dtype=np.int64)
+                if counted:
+                    values[:counted] = np.frombuffer(source, dtype=np.int64, count=counted)
+                arrays.append(values)
             return TokenCounts(
-                osl=osl,
-                tpot_tokens=tpot,
+                osl=arrays[0],
+                tpot_tokens=arrays[1],
+                isl=arrays[2],
                 complete=counted == target and self._error is None,
                 pending=target - counted,
                 seconds=self._seconds,
                 error=self._error,
+                template_fallbacks=self._texts.template_fallbacks,
+                method=self.method,
             )
 
     # -- worker side -------------------------------------------------------
@@ -514,7 +687,7 @@ class TokenCounter:
                 while self._queue and self._wanted():
                     try:
                         self._count_batch(self._take())
-                    except Exception as exc:  # a tokenizer or rule failure ends counting
+                    except Exception as exc:  # a tokenizer failure ends counting
                         with self._lock:
                             self._error = (
                                 f"token counting failed: {type(exc).__name__}: "
@@ -532,43 +705,19 @@ class TokenCounter:
             for _, future in waiters:
                 _resolve(future)
 
-    def _take(self) -> list[RequestRecord]:
+    def _take(self) -> list[CountJob]:
         queue = self._queue
         n = min(self._batch_size, len(queue))
         return [queue.popleft() for _ in range(n)]
 
-    def _count_batch(self, batch: list[RequestRecord]) -> None:
-        rule = self._rule
-        output_text, tpot_text = rule.output_text, rule.tpot_text
-        n = len(batch)
-        osl = [0] * n
-        tpot = [0] * n
-        texts: list[str] = []
-        slots: list[int] = []  # i for osl[i], ~i for tpot[i]
-        for i, record in enumerate(batch):
-            if record.error_class is not None:
-                continue
-            summary = record.response
-            text = output_text(summary)
-            if text:
-                texts.append(text)
-                slots.append(i)
-            text = tpot_text(summary)
-            if text:
-                texts.append(text)
-                slots.append(~i)
+    def _count_batch(self, batch: list[CountJob]) -> None:
         started = time.perf_counter()
-        encodings = self._encode(texts, add_special_tokens=False) if texts else []
+        osl, tpot, isl = self._texts.count_jobs(batch)
         elapsed = time.perf_counter() - started
-        out_framing, tpot_framing = rule.output_framing, rule.tpot_framing
-        for slot, encoding in zip(slots, encodings, strict=True):
-            if slot >= 0:
-                osl[slot] = max(0, len(encoding) - out_framing)
-            else:
-                tpot[~slot] = max(0, len(encoding) - tpot_framing)
         with self._lock:
             self._osl.extend(osl)
             self._tpot.extend(tpot)
+            self._isl.extend(isl)
             self._seconds += elapsed
             counted = len(self._osl)
             ready = [f for t, f in self._waiters if t <= counted]

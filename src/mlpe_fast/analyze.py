@@ -1,0 +1,326 @@
+"""``mlpe-fast analyze RUN_FOLDER``: the point's metrics again, from its event log.
+
+Reads ``events.jsonl`` in the reference client's format -- mlpe-fast's own
+or one the reference client (``inference-endpoint``) wrote -- and computes
+``result_summary.json`` and ``final_snapshot.json`` with the same code a
+live run uses (spec §1, §3.2-3.3): each query's ISSUED, RECV_FIRST, error
+and COMPLETE lines become a record, its ``TextModelOutput`` and
+``PromptData`` the inputs of its token counts
+(:mod:`mlpe_fast.metrics.count_inputs`).  A run of mlpe-fast analysed again
+reproduces its summary exactly: the live run counts tokens from the very
+objects it writes into the log.
+
+Read from the folder: ``events.jsonl`` (required), ``config.yaml``
+(streaming, load pattern, seeds, model and tokenizer names) and
+``sample_idx_map.json`` (dataset indices), both optional.  Counting rules
+differ from the reference in one place, on purpose: a query whose log has
+an error line is *failed*, not completed (the reference also counts its
+COMPLETE line as completed, so its completed + failed exceeds issued as
+soon as a query fails, which the checker's accounting rule rejects).
+
+Written to ``RUN_FOLDER/analysis/`` (or ``--output``): never over the run's
+own files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ._version import __version__
+from .artifacts.events import (
+    ERROR_CLIENT,
+    ERROR_GENERIC,
+    ERROR_LOADGEN,
+    ERROR_SESSION,
+    SAMPLE_COMPLETE,
+    SAMPLE_ISSUED,
+    SAMPLE_RECV_FIRST,
+    SESSION_START_PERFORMANCE_TRACKING,
+    SESSION_STOP_PERFORMANCE_TRACKING,
+    ErrorData,
+    EventRecord,
+    PromptData,
+    TextModelOutput,
+)
+from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
+from .engine.record import RequestRecord
+from .errors import UsageError
+from .metrics.chat_template import ChatTemplate, tokenizer_dir
+from .metrics.count_inputs import CountInput, osl_input, prompt_input, tpot_input
+from .metrics.stats import point_stats
+from .metrics.tokens import CountJob, TokenCounter, load_tokenizer
+from .wire.events import NO_RESPONSE
+
+__all__ = ("Analysis", "add_arguments", "analyze", "main")
+
+_ERRORS = frozenset({ERROR_GENERIC, ERROR_LOADGEN, ERROR_SESSION, ERROR_CLIENT})
+
+
+class Analysis(msgspec.Struct, frozen=True):
+    """What :func:`analyze` computed."""
+
+    summary: dict[str, Any]
+    snapshot: dict[str, Any]
+    report: str
+
+
+class _Query:
+    __slots__ = ("complete", "error", "first", "issued", "output", "prompt", "reason", "tracked")
+
+    def __init__(self, issued: int, prompt: PromptData | None, tracked: bool) -> None:
+        self.issued = issued
+        self.prompt = prompt
+        self.tracked = tracked
+        self.first: int | None = None
+        self.complete: int | None = None
+        self.output: TextModelOutput | None = None
+        self.reason: str | None = None
+        self.error: ErrorData | None = None
+
+
+_DECODER = msgspec.json.Decoder(EventRecord)
+
+
+def _read_events(path: Path) -> tuple[dict[str, _Query], int]:
+    """Queries by uuid, and the start of performance tracking (0 if none)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    queries: dict[str, _Query] = {}
+    tracking = False
+    tracking_start = 0
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            event = _DECODER.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise UsageError(f"{path}:{number}: not an event record: {error}") from None
+        kind = event.event_type
+        if kind == SESSION_START_PERFORMANCE_TRACKING:
+            if not tracking_start:
+                tracking_start = event.timestamp_ns
+            tracking = True
+        elif kind == SESSION_STOP_PERFORMANCE_TRACKING:
+            tracking = False
+        elif kind == SAMPLE_ISSUED:
+            prompt = event.data if isinstance(event.data, PromptData) else None
+            queries[event.sample_uuid] = _Query(event.timestamp_ns, prompt, tracking)
+        else:
+            query = queries.get(event.sample_uuid)
+            if query is None:
+                continue  # a line of a query issued before the log began
+            if kind == SAMPLE_RECV_FIRST:
+                query.first = event.timestamp_ns
+            elif kind == SAMPLE_COMPLETE:
+                query.complete = event.timestamp_ns
+                if isinstance(event.data, TextModelOutput):
+                    query.output = event.data
+                if isinstance(event.finish_reason, str):
+                    query.reason = event.finish_reason
+            elif kind in _ERRORS and query.error is None:
+                query.error = (
+                    event.data
+                    if isinstance(event.data, ErrorData)
+                    else ErrorData(error_type="Error", error_message="")
+                )
+    return queries, tracking_start
+
+
+def _record(uuid: str, index: int, query: _Query) -> RequestRecord:
+    """The engine record a query's lines stand for (what the metrics read)."""
+    end = query.complete if query.complete is not None else query.issued
+    failed = query.error is not None or query.complete is None
+    response = msgspec.structs.replace(
+        NO_RESPONSE,
+        t_first=query.first,
+        events=1 if query.first is not None else 0,
+        finish_reason=query.reason,
+    )
+    error_class = error_message = None
+    if failed:
+        error = query.error
+        error_class = error.error_type if error is not None else "Incomplete"
+        error_message = error.error_message if error is not None else "the log has no COMPLETE line"
+    return RequestRecord(
+        sample_index=index,
+        sample_id=uuid,
+        t_sched=query.issued,
+        t_issue=query.issued,
+        t_end=end,
+        response=response,
+        error_class=error_class,
+        error_message=error_message,
+    )
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    """The folder's ``config.yaml`` as a plain mapping.  Read leniently (no
+    schema check): the reference's files carry settings of its own."""
+    if not path.is_file():
+        return {}
+    yaml = importlib.import_module("yaml")  # PyYAML has no type stubs here
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"cannot read {path}: {' '.join(str(error).split())}") from None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _section(mapping: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    for key in keys:
+        value = mapping.get(key)
+        if not isinstance(value, dict):
+            return {}
+        mapping = value
+    return dict(mapping)
+
+
+def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> Analysis:
+    """Computes a run folder's summary from its ``events.jsonl``.
+
+    Raises:
+        UsageError: no event log, a malformed line, or no tokenizer.
+    """
+    root = Path(folder)
+    events = root / "events.jsonl"
+    if not events.is_file():
+        raise UsageError(f"{root}: no events.jsonl (is this a run folder?)")
+    config = _load_yaml(root / "config.yaml")
+    model_params = _section(config, "model_params")
+    settings = _section(config, "settings")
+    load_pattern = _section(settings, "load_pattern")
+    streaming = str(model_params.get("streaming", "on")).lower() not in ("off", "false")
+    name = tokenizer or model_params.get("tokenizer_name") or model_params.get("name")
+    if not name:
+        raise UsageError(f"{root}: config.yaml names no tokenizer: pass --tokenizer DIR")
+    tok = load_tokenizer(str(name))
+    directory = tokenizer_dir(str(name))
+    template = None if directory is None else ChatTemplate.from_tokenizer_dir(directory)
+
+    indices: dict[str, int] = {}
+    index_path = root / "sample_idx_map.json"
+    if index_path.is_file():
+        try:
+            for mapping in msgspec.json.decode(index_path.read_bytes()).values():
+                indices.update(mapping)
+        except (msgspec.DecodeError, AttributeError, TypeError, ValueError):
+            raise UsageError(f"{index_path}: not a {{phase: {{uuid: index}}}} map") from None
+
+    queries, tracking_start = _read_events(events)
+    records: list[RequestRecord] = []
+    counter = TokenCounter(tok, template=template)
+    try:
+        for uuid, query in queries.items():
+            if not query.tracked:
+                continue
+            record = _record(uuid, indices.get(uuid, -1), query)
+            records.append(record)
+            ok = record.error_class is None
+            counter.submit(
+                CountJob(
+                    osl=_osl(query) if ok else None,
+                    tpot=_tpot(query, streaming) if ok else None,
+                    isl=_isl(query),
+                )
+            )
+        counts = counter.finish()
+    finally:
+        counter.close()
+    stats = point_stats(records, counts, tracking_start_ns=tracking_start or None)
+    snapshot = final_snapshot(
+        stats.raw.counters,
+        stats.raw.series,
+        state="complete",
+        n_pending_tasks=counts.pending,
+        timestamp_ns=0,
+        streaming=streaming,
+    )
+    run_config = {
+        "load_pattern": load_pattern,
+        "warmup": _section(settings, "warmup"),
+        "scheduler_random_seed": _section(settings, "runtime").get("scheduler_random_seed"),
+        "dataloader_random_seed": _section(settings, "runtime").get("dataloader_random_seed"),
+    }
+    poisson = load_pattern.get("type") == "poisson"
+    summary = result_summary(
+        snapshot,
+        run_config=run_config,
+        use_legacy_loadgen_qps_metrics=poisson
+        and bool(load_pattern.get("use_legacy_loadgen_qps_metrics", True)),
+        version=__version__,
+        git_sha=None,
+        extra={"mlpe_fast": {"analyzed_from": str(events), "token_counting": counts.method}},
+    )
+    title = f"{model_params.get('name') or 'run'}: analysed from events.jsonl"
+    return Analysis(summary, snapshot, report_text(summary, title=title))
+
+
+def _osl(query: _Query) -> CountInput:
+    return osl_input(query.output)
+
+
+def _tpot(query: _Query, streaming: bool) -> CountInput:
+    # TPOT tokens only for queries with a RECV_FIRST line (spec §1.2).
+    return tpot_input(query.output) if streaming and query.first is not None else None
+
+
+def _isl(query: _Query) -> CountInput:
+    return prompt_input(query.prompt)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_folder", metavar="RUN_FOLDER", help="a run folder with events.jsonl")
+    parser.add_argument(
+        "--tokenizer",
+        help="tokenizer directory or cached Hugging Face id (default: from config.yaml)",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        help="where to write result_summary.json and final_snapshot.json "
+        "(default: RUN_FOLDER/analysis)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """The ``analyze`` command: writes the files, prints the report, and
+    says whether the run's stored summary is reproduced."""
+    analysis = analyze(args.run_folder, tokenizer=args.tokenizer)
+    out = Path(args.output) if args.output else Path(args.run_folder) / "analysis"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / "result_summary.json", analysis.summary)
+        write_json(out / "final_snapshot.json", analysis.snapshot, encoder="stdlib")
+    except OSError as error:
+        raise UsageError(f"cannot write {out}: {error.strerror or error}") from None
+    print(analysis.report, end="")
+    print(f"written: {out / 'result_summary.json'}")
+    stored = Path(args.run_folder) / "performance" / "result_summary.json"
+    if stored.is_file():
+        differing = summary_differences(msgspec.json.decode(stored.read_bytes()), analysis.summary)
+        if differing:
+            print(f"differs from {stored} in: {', '.join(differing)}")
+        else:
+            print(f"reproduces {stored}")
+    return 0
+
+
+#: Keys that describe the run rather than its events: not compared.
+_NOT_COMPARED = frozenset({"usage_cross_check", "mlpe_fast", "state", "complete"})
+
+
+def summary_differences(stored: Mapping[str, Any], computed: Mapping[str, Any]) -> list[str]:
+    """The top-level keys whose values differ (those only mlpe-fast's live
+    run can know, such as the usage cross-check, are not compared)."""
+    keys = [k for k in stored if k not in _NOT_COMPARED]
+    keys += [k for k in computed if k not in stored and k not in _NOT_COMPARED]
+    return [k for k in keys if stored.get(k) != computed.get(k)]

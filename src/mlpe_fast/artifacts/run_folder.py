@@ -1,0 +1,88 @@
+"""The run folder of one point, laid out as the reference client lays it out.
+
+Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
+
+    <report_dir>/
+    ├── config.yaml                       resolved config, secrets redacted (written first)
+    ├── report.txt                        human-readable report
+    ├── events.jsonl                      per-query event log of the measured phases
+    ├── warmup_events.jsonl               the warmup's event log (spec §2.4: warmup logs
+    │                                     are retained for review; the reference has none)
+    ├── sample_idx_map.json               {phase: {sample_uuid: dataset index}}
+    ├── performance/result_summary.json   the point's metrics (what the checker reads)
+    └── metrics/final_snapshot.json       the counters and series the summary came from
+        metrics/.ready                    touched when counting is ready, at the start
+
+``config.yaml`` and ``metrics/.ready`` are written before the load starts,
+so that a folder that cannot be written is a one-line mistake at once, not
+a lost run; the rest when the point ends, interrupted or not.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from .summary import write_json
+
+__all__ = ("RunFolder",)
+
+
+class RunFolder:
+    """Paths and writes of one run folder (module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def config_yaml(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def report_txt(self) -> Path:
+        return self.path / "report.txt"
+
+    @property
+    def events(self) -> Path:
+        return self.path / "events.jsonl"
+
+    @property
+    def warmup_events(self) -> Path:
+        return self.path / "warmup_events.jsonl"
+
+    @property
+    def sample_idx_map(self) -> Path:
+        return self.path / "sample_idx_map.json"
+
+    @property
+    def result_summary(self) -> Path:
+        return self.path / "performance" / "result_summary.json"
+
+    @property
+    def final_snapshot(self) -> Path:
+        return self.path / "metrics" / "final_snapshot.json"
+
+    def prepare(self) -> None:
+        """Creates the folder and ``metrics/.ready``.
+
+        Raises:
+            UsageError: the folder cannot be written (one line, exit 2).
+        """
+        try:
+            (self.path / "metrics").mkdir(parents=True, exist_ok=True)
+            (self.path / "metrics" / ".ready").touch()
+        except OSError as error:
+            raise UsageError(
+                f"--report-dir {self.path}: cannot write there: {error.strerror or error}"
+            ) from None
+
+    def write_results(self, summary: dict[str, Any], snapshot: dict[str, Any], report: str) -> None:
+        """``performance/result_summary.json``, ``metrics/final_snapshot.json``
+        and ``report.txt``."""
+        self.result_summary.parent.mkdir(parents=True, exist_ok=True)
+        # As the reference writes them: the snapshot with the standard
+        # library's json, the summary with msgspec (artifacts.summary).
+        write_json(self.final_snapshot, snapshot, encoder="stdlib")
+        write_json(self.result_summary, summary)
+        self.report_txt.write_text(report, encoding="utf-8")

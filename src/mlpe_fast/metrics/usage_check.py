@@ -1,0 +1,61 @@
+"""The endpoint's own token counts beside ours: a cross-check, never a source.
+
+MLPerf Endpoints counts tokens on the client with the reference tokenizer
+(spec §1.2: "the SUT's own tokenizer/usage counts are irrelevant to
+scoring").  When the endpoint sends ``usage`` (mlpe-fast asks for it with
+``stream_options.include_usage``), its ``completion_tokens`` and
+``prompt_tokens`` are summed over the completed responses that carried them
+and set beside our OSL and ISL of the same responses.  A large difference
+points at a wrong tokenizer or chat template, a server that counts
+differently, or tokens the stream did not deliver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..engine.record import RequestRecord
+from .tokens import TokenCounts
+
+__all__ = ("usage_cross_check",)
+
+
+def _relative(server: int, client: int) -> float | None:
+    return None if client == 0 else (server - client) / client
+
+
+def usage_cross_check(records: Sequence[RequestRecord], counts: TokenCounts) -> dict[str, Any]:
+    """``{"responses", "server_output_tokens", "client_output_tokens",
+    "output_relative_difference", "server_input_tokens",
+    "client_input_tokens", "input_relative_difference"}`` over the completed
+    responses whose ``usage`` had integer counts; relative differences are
+    ``(server - client) / client`` (None when client counts are 0).
+    Uncounted responses (count -1) are left out."""
+    n = 0
+    server_out = client_out = server_in = client_in = 0
+    osl, isl = counts.osl, counts.isl
+    for i, record in enumerate(records):
+        usage = record.response.usage
+        if record.error_class is not None or not usage:
+            continue
+        completion = usage.get("completion_tokens")
+        prompt = usage.get("prompt_tokens")
+        if not isinstance(completion, int) or not isinstance(prompt, int):
+            continue
+        if osl[i] < 0 or isl[i] < 0:
+            continue
+        n += 1
+        server_out += completion
+        client_out += int(osl[i])
+        server_in += prompt
+        client_in += int(isl[i])
+    return {
+        "responses": n,
+        "server_output_tokens": server_out,
+        "client_output_tokens": client_out,
+        "output_relative_difference": _relative(server_out, client_out),
+        "server_input_tokens": server_in,
+        "client_input_tokens": client_in,
+        "input_relative_difference": _relative(server_in, client_in),
+    }

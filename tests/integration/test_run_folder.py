@@ -1,0 +1,201 @@
+"""A measured point's run folder, end to end against the simulated endpoint:
+the files of spec §3.1, the checker's reading of the summary, token counts
+through the chat template (spec §1.2), `mlpe-fast analyze` reproducing the
+summary, and an interrupted run (SIGINT) that still leaves its results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from mlpe_fast.analyze import analyze, summary_differences
+from mlpe_fast.cli import main
+from mlpe_fast.config import RunConfig
+from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint
+from tests.unit.test_summary import _checker_results
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
+RUN_FILES = {
+    "config.yaml",
+    "events.jsonl",
+    "report.txt",
+    "sample_idx_map.json",
+    "performance/result_summary.json",
+    "metrics/final_snapshot.json",
+    "metrics/.ready",
+}
+
+
+def _config(tmp_path: Path, **changes: object) -> RunConfig:
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    fields: dict[str, object] = {"concurrency": 8, "num_samples": 48, "max_output_tokens": 16}
+    return msgspec.structs.replace(config, **{**fields, **changes})
+
+
+def _run(config: RunConfig, *flags: str) -> PointResult:
+    with simulated_endpoint(("--ttft-ms", "2", "--itl-ms", "0.2", *flags)) as endpoint:
+        return asyncio.run(run_point(config, endpoint, progress=False))
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def test_run_folder_files_and_the_checker(tmp_path: Path) -> None:
+    result = _run(_config(tmp_path))
+    run = tmp_path / "run"
+    assert _files(run) == RUN_FILES  # no warmup: no warmup log
+    summary = json.loads((run / "performance" / "result_summary.json").read_bytes())
+    assert summary == result.summary
+    assert summary["state"] == "complete" and summary["complete"] is True
+    issued, done = summary["n_samples_issued"], summary["n_samples_completed"]
+    assert issued == done + summary["n_samples_failed"] == 48
+    # 16 one-character tokens per response (the demo tokenizer)
+    assert summary["output_sequence_lengths"]["total"] == 48 * 16
+    assert summary["system_tps"] == 48 * 16 / (summary["duration_ns"] / 1e9)
+    assert summary["usage_cross_check"]["output_relative_difference"] == 0.0
+    errors = [r for r in _checker_results(run / "performance" / "result_summary.json")]
+    assert [r for r in errors if r.severity.value == "error"] == []
+    snapshot = json.loads((run / "metrics" / "final_snapshot.json").read_bytes())
+    counters = {m["name"]: m["value"] for m in snapshot["metrics"] if m["type"] == "counter"}
+    assert counters["tracked_samples_completed"] == 48
+    assert counters["tracked_duration_ns"] == summary["duration_ns"]
+
+
+def test_warmup_has_its_own_log(tmp_path: Path) -> None:
+    _run(_config(tmp_path, warmup_requests=8))
+    run = tmp_path / "run"
+    assert _files(run) == RUN_FILES | {"warmup_events.jsonl"}
+    warm = [json.loads(x) for x in (run / "warmup_events.jsonl").read_text().splitlines()]
+    assert sum(e["event_type"] == "sample.complete" for e in warm) == 8
+    measured = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    warm_ids = {e["sample_uuid"] for e in warm}
+    assert not warm_ids & {e["sample_uuid"] for e in measured}
+    summary = json.loads((run / "performance" / "result_summary.json").read_bytes())
+    assert summary["n_samples_issued"] == 48
+
+
+def test_reasoning_is_counted_through_the_chat_template(tmp_path: Path) -> None:
+    if not CHAR_CHAT.is_dir():
+        pytest.skip("../shared/data is not beside the checkout")
+    config = _config(tmp_path, tokenizer=str(CHAR_CHAT))
+    result = _run(config, "--reasoning-tokens", "4")
+    summary = result.summary
+    # char_chat renders "<content><think><reasoning></think>" inside the
+    # assistant turn (the newline after "{% if ... %}" goes: transformers
+    # renders with trim_blocks), one token per character, and the empty
+    # turn is subtracted: 12 content + 4 reasoning + 7 + 8 markup.
+    osl = summary["output_sequence_lengths"]
+    assert osl["min"] == osl["max"] == 12 + 4 + 7 + 8
+    # ISL: the chat prompt rendered with the generation prompt, salt included;
+    # the endpoint counts the message text only.
+    framing = len("<|im_start|>user\n") + len("<|im_end|>\n") + len("<|im_start|>assistant\n")
+    check = summary["usage_cross_check"]
+    assert check["responses"] == 48
+    assert check["client_input_tokens"] - check["server_input_tokens"] == 48 * framing
+    assert check["server_output_tokens"] == 48 * 16
+    assert check["client_output_tokens"] == 48 * 31
+
+
+def test_tpot_count_of_a_reasoning_response(tmp_path: Path) -> None:
+    if not CHAR_CHAT.is_dir():
+        pytest.skip("../shared/data is not beside the checkout")
+    result = _run(
+        _config(tmp_path, tokenizer=str(CHAR_CHAT), num_samples=8), "--reasoning-tokens", "4"
+    )
+    # (t_done - t_first) / (12 content + 3 reasoning after the first + 15 markup)
+    expected = sorted(
+        (r.response.t_done - r.response.t_first) / 30  # type: ignore[operator]
+        for r in result.records
+    )
+    assert sorted(result.stats.raw.series["tpot_ns"].tolist()) == expected
+
+
+def test_analyze_reproduces_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not CHAR_CHAT.is_dir():
+        pytest.skip("../shared/data is not beside the checkout")
+    result = _run(_config(tmp_path, tokenizer=str(CHAR_CHAT)), "--reasoning-tokens", "3")
+    run = tmp_path / "run"
+    analysis = analyze(run)
+    assert summary_differences(result.summary, analysis.summary) == []
+    assert analysis.summary["tpot"] == result.summary["tpot"]
+    assert main(["analyze", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert f"reproduces {run / 'performance' / 'result_summary.json'}" in out
+    assert (run / "analysis" / "result_summary.json").is_file()
+
+
+def test_analyze_mistakes_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(tmp_path)]) == 2
+    (tmp_path / "events.jsonl").write_text('{"event_type": 5}\n')
+    assert main(["analyze", str(tmp_path), "--tokenizer", str(CHAR_CHAT)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "no events.jsonl" in err and "events.jsonl:1" in err
+
+
+def test_sigint_leaves_an_interrupted_summary_and_every_record(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "20")) as endpoint:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mlpe_fast",
+                "run",
+                "--no-progress",
+                "--endpoints",
+                endpoint,
+                "--model",
+                "m",
+                "--tokenizer",
+                str(Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim/tokenizer"),
+                "--dataset",
+                str(Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim/demo_prompts.jsonl"),
+                "--concurrency",
+                "4",
+                "--duration",
+                "120s",
+                "--max-output-tokens",
+                "10",
+                "--report-dir",
+                str(run),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while not (run / "metrics" / ".ready").exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(1.5)  # some requests done (~0.2 s each), some in flight
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    summary = json.loads((run / "performance" / "result_summary.json").read_bytes())
+    assert summary["state"] == "interrupted" and summary["complete"] is False
+    assert summary["n_samples_completed"] >= 4
+    assert summary["n_samples_failed"] >= 1  # in flight at the signal: Cancelled
+    assert summary["mlpe_fast"]["errors"].keys() == {"Cancelled"}
+    lines = [json.loads(x) for x in (run / "events.jsonl").read_text().splitlines()]
+    issued = {e["sample_uuid"] for e in lines if e["event_type"] == "sample.issued"}
+    completed = {e["sample_uuid"] for e in lines if e["event_type"] == "sample.complete"}
+    assert issued == completed
+    assert len(issued) == summary["n_samples_issued"]
+    assert lines[-1]["event_type"] == "session.ended"
