@@ -1,24 +1,39 @@
-"""Token counting throughput: ``TokenCounter`` over many ~500-token responses.
+"""Token counting throughput over many distinct ~500-token responses.
 
 Target: 100,000 streamed responses of about 500 tokens each, counted with a
 byte-level BPE tokenizer (OSL over the whole output plus TPOT tokens over
-the text after the first event: two tokenizations per response, spec §1.2)
-in at most 30 s on 2 cores.
+the text after the first event: two counts per response, spec §1.2) in at
+most 30 s on 2 cores.
 
 Model hubs are unreachable here, so the tokenizer is trained on the spot
 with ``tokenizers``' ``BpeTrainer`` (32,000 tokens, GPT-2 style byte-level
 pre-tokenizer) on generated text: made-up words with Zipf frequencies,
-capitals, punctuation and line breaks.  Responses are drawn from a pool of
-1,000 distinct texts of that kind, sized to about 500 tokens; the first
+capitals, punctuation, numbers and line breaks.  Every response is its own
+random text (real responses are all distinct; a pool of repeated texts
+would flatter any per-word cache), sized to about 500 tokens; the first
 event carries the first word.
 
-- ``test_token_counter``: submit every record, then ``finish()``; per batch
-  size.  ``extra_info``: ``responses_per_s``, ``tokens_per_s`` (OSL + TPOT
-  tokens), ``seconds_per_100k``.
-- ``test_token_counter_one_thread``: the same with
-  ``TOKENIZERS_PARALLELISM=false`` (one encoding thread).
+Side by side, on the same corpus:
+
+- ``test_encode_batch_fast``: ``Tokenizer.encode_batch_fast`` over the OSL
+  and TPOT texts, 2,048 texts per call (the ``tokenizers`` route).
+- ``test_fast_path``: ``FastBPECounter.count_with_suffix`` per response
+  (both counts from one scan; ``metrics/fast_bpe.py``), from a cold cache.
+- ``test_fast_path_mixed``: the same with about 10 % of the responses
+  holding one non-ASCII character; those fall back to
+  ``encode_batch_fast`` (both texts), as the counting worker does.
+- ``test_token_counter``: ``TokenCounter`` end to end, with and without its
+  fast path; ``test_token_counter_mixed``: with the 10 % non-ASCII corpus,
+  whose fallback encodes run in a second thread beside the fast path.
+- ``test_token_counter_one_thread``: ``tokenizers`` only, with
+  ``TOKENIZERS_PARALLELISM=false``, on a quarter of the responses.
 - ``test_encode_osl_only``: one ``encode_batch_fast`` pass over the full
-  outputs only (the floor of any exact method that needs both counts).
+  outputs only.
+
+Each reports seconds per 100k responses (wall) and M tokens per
+CPU-second (``time.process_time``: all threads of the process, Rayon's
+included; tokens = OSL + TPOT).  The fast-path counts are checked against
+``encode_batch_fast``'s.
 
 Run (``MLPE_BENCH_TOKENS_N`` changes the number of responses)::
 
@@ -32,23 +47,23 @@ import itertools
 import os
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import msgspec
+import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from mlpe_fast.engine.record import RequestRecord
-from mlpe_fast.metrics.tokens import TokenCounter, load_tokenizer
-from mlpe_fast.wire.events import NO_RESPONSE, ResponseSummary
+from mlpe_fast.metrics.fast_bpe import FastBPECounter, ineligibility_reason
+from mlpe_fast.metrics.tokens import CountJob, TokenCounter, load_tokenizer
 
 N = int(os.environ.get("MLPE_BENCH_TOKENS_N", "100000"))
-POOL = 1000
 TARGET_TOKENS = 500
 VOCAB = 32000
-BATCH_SIZES = (256, 1024, 4096)
+ENCODE_BATCH = 2048
+MIXED_SHARE = 0.1
+NON_ASCII_WORDS = ("café", "naïve", "über", "señor", "東京", "—", "…")
 # fmt: off
 SYLLABLES = (
     "ka", "to", "re", "mi", "sun", "lo", "ver", "an", "ist", "ple", "gro", "nd", "th", "ea",
@@ -56,38 +71,73 @@ SYLLABLES = (
     "ly", "ment", "ness", "able",
 )
 # fmt: on
+PUNCTUATION = ".....?!:"
 
 
 class TextMaker:
-    """Seeded English-like text: Zipf-distributed made-up words."""
+    """Seeded English-like text: Zipf-distributed made-up words in
+    sentences of 4-24 words (capitalized, sometimes a comma, sometimes a
+    number, sometimes a paragraph break)."""
 
     def __init__(self, seed: int = 1) -> None:
         self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
         syllables = SYLLABLES
         self.words = [
             "".join(self.rng.choice(syllables) for _ in range(self.rng.choice((1, 1, 2, 2, 3, 4))))
             for _ in range(30000)
         ]
         self.cum = list(itertools.accumulate(1 / (i + 1) for i in range(len(self.words))))
+        self._cdf = np.asarray(self.cum) / self.cum[-1]
 
     def text(self, words: int) -> str:
-        rng = self.rng
+        return self.texts(1, words)[0]
+
+    def texts(self, count: int, words: int, chunk: int = 2000) -> list[str]:
+        """``count`` independent texts of ``words`` words (plus numbers).
+
+        Every random draw is vectorized (numpy; words by inverse CDF of the
+        Zipf weights); Python only decorates and joins: about 0.1 ms per
+        380-word text.
+        """
         out: list[str] = []
-        while words > 0:
-            n = min(words, rng.randint(4, 24))
-            words -= n
-            sentence = rng.choices(self.words, cum_weights=self.cum, k=n)
-            sentence[0] = sentence[0].capitalize()
-            if rng.random() < 0.3:
-                sentence[rng.randrange(n)] += ","
-            if rng.random() < 0.1:
-                sentence.append(str(rng.randint(0, 99999)))
-            out.append(
-                " ".join(sentence)
-                + rng.choice(".....?!:")
-                + ("\n\n" if rng.random() < 0.1 else " ")
-            )
-        return "".join(out).rstrip()
+        vocab_array = np.array(self.words, dtype=object)
+        rng = self.np_rng
+        most = words // 4 + 1  # sentences per text, at most
+        for start in range(0, count, chunk):
+            n = min(chunk, count - start)
+            draws = np.searchsorted(self._cdf, rng.random((n, words)), side="right")
+            np.minimum(draws, len(vocab_array) - 1, out=draws)
+            shape = (n, most)
+            lengths = rng.integers(4, 25, size=shape).tolist()
+            # per sentence: a comma after word k (k < length) or none, a number, its end
+            commas = np.where(rng.random(shape) < 0.3, rng.integers(0, 4, size=shape), -1)
+            numbers = np.where(rng.random(shape) < 0.1, rng.integers(0, 100000, size=shape), -1)
+            ends = rng.integers(0, len(PUNCTUATION), size=shape)
+            breaks = rng.random(shape) < 0.1
+            for row, lens, comma, number, end_at, brk in zip(
+                draws,
+                lengths,
+                commas.tolist(),
+                numbers.tolist(),
+                ends.tolist(),
+                breaks.tolist(),
+                strict=True,
+            ):
+                text: list[str] = vocab_array[row].tolist()
+                first = 0
+                for j, length in enumerate(lens):
+                    last = min(words, first + length) - 1
+                    text[first] = text[first].capitalize()
+                    if comma[j] >= 0:
+                        text[first + comma[j] % (last + 1 - first)] += ","
+                    tail = PUNCTUATION[end_at[j]] + ("\n\n" if brk[j] else "")
+                    text[last] += tail if number[j] < 0 else f" {number[j]}{tail}"
+                    first = last + 1
+                    if first >= words:
+                        break
+                out.append(" ".join(text).replace("\n\n ", "\n\n").rstrip())
+        return out
 
 
 def train_bpe(maker: TextMaker, path: Path) -> None:
@@ -99,70 +149,56 @@ def train_bpe(maker: TextMaker, path: Path) -> None:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator((maker.text(300) for _ in range(4000)), trainer)
+    tok.train_from_iterator(maker.texts(4000, 300), trainer)
     tok.save(str(path))
 
 
-def summary(text: str, first: str) -> ResponseSummary:
-    return msgspec.structs.replace(
-        NO_RESPONSE,
-        status=200,
-        t_head=1,
-        t_first=2,
-        t_done=3,
-        content=text,
-        content_after_first=text[len(first) :],
-        finish_reason="stop",
-        events=500,
-        content_events=500,
-        done=True,
-        complete=True,
-        keep_alive=True,
-    )
+class Corpus(NamedTuple):
+    tokenizer: Tokenizer
+    outputs: list[str]  # every response's full text, all distinct
+    tpots: list[str]  # the text after the first event (the first word)
+    mixed: list[str]  # outputs, ~10 % with one non-ASCII word after the first event
+    mixed_tpots: list[str]
+    reference: dict[str, list[int]]  # encode_batch_fast counts, filled by the first test
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Tokenizer, list[RequestRecord]]:
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     maker = TextMaker()
     directory = tmp_path_factory.mktemp("bpe")
+    started = time.perf_counter()
     train_bpe(maker, directory / "tokenizer.json")
     tok = load_tokenizer(str(directory))
-    probe = [maker.text(200) for _ in range(50)]
+    probe = maker.texts(50, 200)
     per_word = sum(len(e) for e in tok.encode_batch(probe, add_special_tokens=False)) / (200 * 50)
-    words = round(TARGET_TOKENS / per_word)
-    pool = [maker.text(words) for _ in range(POOL)]
-    summaries = [summary(t, t.split(" ", 1)[0]) for t in pool]
-    records = [
-        RequestRecord(
-            sample_index=i,
-            sample_id=str(i),
-            t_sched=0,
-            t_issue=0,
-            t_end=3,
-            response=summaries[i % POOL],
-        )
-        for i in range(N)
-    ]
-    return tok, records
+    trained = time.perf_counter()
+    outputs = maker.texts(N, round(TARGET_TOKENS / per_word))
+    made = time.perf_counter()
+    assert len(set(outputs)) == len(outputs)
+    tpots = [t[t.find(" ") :] for t in outputs]
+    rng = random.Random(2)
+    mixed = list(outputs)
+    for i in rng.sample(range(N), round(N * MIXED_SHARE)):
+        text = mixed[i]
+        at = text.find(" ", rng.randrange(len(text) // 2, len(text)))
+        at = at if at > 0 else len(text)
+        mixed[i] = f"{text[:at]} {rng.choice(NON_ASCII_WORDS)}{text[at:]}"
+    mixed_tpots = [t[t.find(" ") :] for t in mixed]
+    print(
+        f"\ncorpus: tokenizer trained in {trained - started:.1f} s; {N:,} distinct texts "
+        f"({sum(map(len, outputs)) / N:,.0f} characters each) made in {made - trained:.1f} s"
+    )
+    return Corpus(tok, outputs, tpots, mixed, mixed_tpots, {})
 
 
-def count_all(tok: Tokenizer, records: list[RequestRecord], batch_size: int) -> Any:
-    cpu = time.process_time()  # all threads of the process, Rayon's included
-    counter = TokenCounter(tok, batch_size=batch_size)
-    for record in records:
-        counter.submit(record)
-    counts = counter.finish()
-    assert counts.complete
-    return counts, time.process_time() - cpu
-
-
-def report(benchmark: Any, result: Any, responses: int) -> None:
-    counts, cpu_s = result
+def report(
+    benchmark: Any, label: str, responses: int, osl: int, tpot: int, cpu_s: float, **extra: Any
+) -> None:
     seconds = benchmark.stats.stats.median
-    tokens = int(counts.osl.sum() + counts.tpot_tokens.sum())
+    tokens = osl + tpot
     benchmark.extra_info.update(
         responses=responses,
-        mean_osl=float(counts.osl.mean()),
+        mean_osl=osl / responses,
         responses_per_s=responses / seconds,
         tokens_per_s=tokens / seconds,
         seconds_per_100k=seconds * 100_000 / responses,
@@ -170,24 +206,176 @@ def report(benchmark: Any, result: Any, responses: int) -> None:
         tokens_per_cpu_s=tokens / cpu_s,
         cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         rayon_threads=os.environ.get("RAYON_NUM_THREADS"),
+        **extra,
     )
+    more = "".join(f", {k} {v}" for k, v in extra.items())
     print(
-        f"\n{benchmark.name}: {responses:,} responses (mean OSL {counts.osl.mean():.0f}) "
-        f"in {seconds:.2f} s = {responses / seconds:,.0f} responses/s, "
-        f"{tokens / seconds / 1e6:.2f} M tokens/s, {seconds * 100_000 / responses:.1f} s per 100k; "
-        f"CPU {cpu_s:.1f} s = {tokens / cpu_s / 1e6:.2f} M tokens per CPU-second"
+        f"\n{label}: {responses:,} responses (mean OSL {osl / responses:.0f}) in {seconds:.2f} s "
+        f"= {seconds * 100_000 / responses:.1f} s per 100k; CPU {cpu_s:.1f} s "
+        f"= {tokens / cpu_s / 1e6:.2f} M tokens per CPU-second "
+        f"({cpu_s / tokens * 1e9:.0f} ns per token){more}"
     )
 
 
-@pytest.mark.parametrize("batch_size", BATCH_SIZES, ids=lambda b: f"batch{b}")
-def test_token_counter(
-    benchmark: Any, corpus: tuple[Tokenizer, list[RequestRecord]], batch_size: int
-) -> None:
-    tok, records = corpus
-    counts = benchmark.pedantic(
-        count_all, args=(tok, records, batch_size), rounds=1, iterations=1, warmup_rounds=0
+def timed(benchmark: Any, run: Callable[[], Any]) -> tuple[Any, float]:
+    def measured() -> tuple[Any, float]:
+        cpu = time.process_time()
+        result = run()
+        return result, time.process_time() - cpu
+
+    result: tuple[Any, float] = benchmark.pedantic(
+        measured, rounds=1, iterations=1, warmup_rounds=0
     )
-    report(benchmark, counts, len(records))
+    return result
+
+
+def encode_counts(tok: Tokenizer, texts: list[str]) -> list[int]:
+    counts: list[int] = []
+    for i in range(0, len(texts), ENCODE_BATCH):
+        batch = tok.encode_batch_fast(texts[i : i + ENCODE_BATCH], add_special_tokens=False)
+        counts.extend(len(e) for e in batch)
+    return counts
+
+
+def test_encode_batch_fast(benchmark: Any, corpus: Corpus) -> None:
+    tok = corpus.tokenizer
+
+    def run() -> tuple[list[int], list[int]]:
+        return encode_counts(tok, corpus.outputs), encode_counts(tok, corpus.tpots)
+
+    (osl, tpot), cpu_s = timed(benchmark, run)
+    corpus.reference["osl"], corpus.reference["tpot"] = osl, tpot
+    report(benchmark, "encode_batch_fast (OSL + TPOT)", N, sum(osl), sum(tpot), cpu_s)
+
+
+def reference_counts(corpus: Corpus, key: str, texts: list[str], sample: int) -> list[int]:
+    """``encode_batch_fast`` counts of ``texts[:sample]`` (all of them when
+    ``test_encode_batch_fast`` ran first)."""
+    if key in corpus.reference:
+        return corpus.reference[key]
+    return encode_counts(corpus.tokenizer, texts[:sample])
+
+
+def test_fast_path(benchmark: Any, corpus: Corpus) -> None:
+    counter = FastBPECounter.from_tokenizer(corpus.tokenizer)
+    assert counter is not None, ineligibility_reason(corpus.tokenizer)
+    outputs, tpots = corpus.outputs, corpus.tpots
+
+    def run() -> list[tuple[int, int] | None]:
+        count = counter.count_with_suffix
+        return [
+            count(text, len(text) - len(tpot)) for text, tpot in zip(outputs, tpots, strict=True)
+        ]
+
+    pairs, cpu_s = timed(benchmark, run)
+    assert None not in pairs
+    osl = [p[0] for p in pairs if p is not None]
+    tpot = [p[1] for p in pairs if p is not None]
+    expected_osl = reference_counts(corpus, "osl", outputs, 2000)
+    expected_tpot = reference_counts(corpus, "tpot", tpots, 2000)
+    assert osl[: len(expected_osl)] == expected_osl
+    assert tpot[: len(expected_tpot)] == expected_tpot
+    report(
+        benchmark,
+        "fast path count_with_suffix (OSL + TPOT)",
+        N,
+        sum(osl),
+        sum(tpot),
+        cpu_s,
+        cached_words=counter.cached_words,
+        checked=len(expected_osl),
+    )
+
+
+def test_fast_path_mixed(benchmark: Any, corpus: Corpus) -> None:
+    counter = FastBPECounter.from_tokenizer(corpus.tokenizer)
+    assert counter is not None
+    tok = corpus.tokenizer
+    outputs, tpots = corpus.mixed, corpus.mixed_tpots
+
+    def run() -> tuple[list[int], list[int], int]:
+        count = counter.count_with_suffix
+        osl = [0] * N
+        tpot = [0] * N
+        slow: list[int] = []
+        for i, (text, after) in enumerate(zip(outputs, tpots, strict=True)):
+            pair = count(text, len(text) - len(after))
+            if pair is None:
+                slow.append(i)
+            else:
+                osl[i], tpot[i] = pair
+        for start in range(0, len(slow), ENCODE_BATCH // 2):
+            chunk = slow[start : start + ENCODE_BATCH // 2]
+            texts = [outputs[i] for i in chunk] + [tpots[i] for i in chunk]
+            encodings = tok.encode_batch_fast(texts, add_special_tokens=False)
+            for j, i in enumerate(chunk):
+                osl[i] = len(encodings[j])
+                tpot[i] = len(encodings[len(chunk) + j])
+        return osl, tpot, len(slow)
+
+    (osl, tpot, fallbacks), cpu_s = timed(benchmark, run)
+    assert abs(fallbacks - N * MIXED_SHARE) <= 1
+    sample = slice(0, 2000)
+    assert osl[sample] == encode_counts(tok, outputs[sample])
+    assert tpot[sample] == encode_counts(tok, tpots[sample])
+    report(
+        benchmark,
+        "fast path, 10 % non-ASCII to encode_batch_fast",
+        N,
+        sum(osl),
+        sum(tpot),
+        cpu_s,
+        fallbacks=fallbacks,
+    )
+
+
+def count_all(
+    tok: Tokenizer, corpus: Corpus, responses: int, fast: bool, mixed: bool = False
+) -> Any:
+    counter = TokenCounter(tok, fast=fast)
+    outputs = corpus.mixed if mixed else corpus.outputs
+    tpots = corpus.mixed_tpots if mixed else corpus.tpots
+    for text, tpot in zip(outputs[:responses], tpots[:responses], strict=True):
+        counter.submit(CountJob(osl=text, tpot=tpot))
+    counts = counter.finish()
+    assert counts.complete, counts.error
+    return counts
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "tokenizers"])
+def test_token_counter(benchmark: Any, corpus: Corpus, fast: bool) -> None:
+    counts, cpu_s = timed(benchmark, lambda: count_all(corpus.tokenizer, corpus, N, fast))
+    if "osl" in corpus.reference:
+        assert counts.osl.tolist() == corpus.reference["osl"]
+        assert counts.tpot_tokens.tolist() == corpus.reference["tpot"]
+    report(
+        benchmark,
+        f"TokenCounter fast={fast}",
+        N,
+        int(counts.osl.sum()),
+        int(counts.tpot_tokens.sum()),
+        cpu_s,
+    )
+
+
+def test_token_counter_mixed(benchmark: Any, corpus: Corpus) -> None:
+    """10 % non-ASCII: the counter encodes those with tokenizers in a second
+    thread while the fast path counts the rest."""
+    counts, cpu_s = timed(
+        benchmark, lambda: count_all(corpus.tokenizer, corpus, N, fast=True, mixed=True)
+    )
+    sample = slice(0, 2000)
+    tok = corpus.tokenizer
+    assert counts.osl.tolist()[sample] == encode_counts(tok, corpus.mixed[sample])
+    assert counts.tpot_tokens.tolist()[sample] == encode_counts(tok, corpus.mixed_tpots[sample])
+    report(
+        benchmark,
+        "TokenCounter fast=True, 10 % non-ASCII",
+        N,
+        int(counts.osl.sum()),
+        int(counts.tpot_tokens.sum()),
+        cpu_s,
+    )
 
 
 @pytest.fixture
@@ -197,36 +385,22 @@ def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def test_token_counter_one_thread(
-    benchmark: Any, corpus: tuple[Tokenizer, list[RequestRecord]], one_thread: None
-) -> None:
-    tok, records = corpus
-    subset = records[: max(1, N // 4)]
-    counts = benchmark.pedantic(
-        count_all, args=(tok, subset, 1024), rounds=1, iterations=1, warmup_rounds=0
+def test_token_counter_one_thread(benchmark: Any, corpus: Corpus, one_thread: None) -> None:
+    responses = max(1, N // 4)
+    counts, cpu_s = timed(
+        benchmark, lambda: count_all(corpus.tokenizer, corpus, responses, fast=False)
     )
-    report(benchmark, counts, len(subset))
-
-
-def test_encode_osl_only(benchmark: Any, corpus: tuple[Tokenizer, list[RequestRecord]]) -> None:
-    tok, records = corpus
-    texts = [r.response.content for r in records]
-
-    def encode() -> Any:
-        total = 0
-        for i in range(0, len(texts), 2048):
-            batch = tok.encode_batch_fast(texts[i : i + 2048], add_special_tokens=False)
-            total += sum(len(e) for e in batch)
-        return total
-
-    tokens = benchmark.pedantic(encode, rounds=1, iterations=1, warmup_rounds=0)
-    seconds = benchmark.stats.stats.median
-    benchmark.extra_info.update(
-        responses_per_s=len(texts) / seconds,
-        tokens_per_s=tokens / seconds,
-        seconds_per_100k=seconds * 100_000 / len(texts),
+    report(
+        benchmark,
+        "TokenCounter tokenizers only, one thread",
+        responses,
+        int(counts.osl.sum()),
+        int(counts.tpot_tokens.sum()),
+        cpu_s,
     )
-    print(
-        f"\n{benchmark.name}: {len(texts):,} outputs, {tokens / len(texts):.0f} tokens each, "
-        f"{seconds:.2f} s = {tokens / seconds / 1e6:.2f} M tokens/s"
-    )
+
+
+def test_encode_osl_only(benchmark: Any, corpus: Corpus) -> None:
+    tok = corpus.tokenizer
+    osl, cpu_s = timed(benchmark, lambda: encode_counts(tok, corpus.outputs))
+    report(benchmark, "encode_batch_fast (OSL only)", N, sum(osl), 0, cpu_s)

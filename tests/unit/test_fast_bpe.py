@@ -84,7 +84,7 @@ ASCII_TEXT = st.lists(
     max_size=40,
 ).map("".join)
 
-# ~20 s of hypothesis for the whole file would be too much: keep it modest.
+# Modest example counts: this file must run in a few seconds.
 FEW = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -165,6 +165,9 @@ def tokenizers() -> dict[str, Tokenizer]:
             normalizer=normalizers.Sequence([normalizers.NFKC()]),
         ),
         "deepseek": train(split_then_byte_level(*DEEPSEEK_PATTERNS)),
+        # Two words at a time, then GPT-2's regex inside: a boundary between
+        # pre-tokens can fall inside a first-level match.
+        "pairs": train(split_then_byte_level(r"\p{L}+ \p{L}+", GPT2_PATTERN)),
         "added": with_added_tokens(
             train(split_then_byte_level(LLAMA3_PATTERN), ignore_merges=True)
         ),
@@ -181,7 +184,7 @@ def counters(tokenizers: dict[str, Tokenizer]) -> dict[str, FastBPECounter]:
     return out
 
 
-NAMES = ("gpt2", "llama3", "o200k", "deepseek", "added")
+NAMES = ("gpt2", "llama3", "o200k", "deepseek", "pairs", "added")
 
 
 def hf_count(tokenizer: Tokenizer, text: str) -> int:
@@ -331,6 +334,10 @@ TRANSLATABLE = (
     r"(?i:ab|'S)|(?i:'t)",
     r"[a-c-]|[-/]|[\--/]+|\]|\}|}|]",
     r"\bab|\Bb|(?<=a)c|(?<!a)d|\Ae|f\z|g\Z",
+    r"é+|(?:é|ü)x|a(?=é)|\p{Lo}+|[\p{M}\p{Lt}](?<=é)|b(?:é)+",  # no ASCII match at all
+    r"(?!é)q",
+    r"t(?<!é)",
+    r"é?r|s(?:é)*",
 )
 
 
@@ -358,11 +365,16 @@ EDGE_TEXTS = (
 
 @pytest.mark.parametrize("pattern", TRANSLATABLE)
 def test_translations_on_every_ascii_character(pattern: str) -> None:
-    splitter = re.compile(f"({translate_pattern(pattern).pattern})", re.ASCII)
+    translated = translate_pattern(pattern)
+    splitter = re.compile(f"({translated.pattern})", re.ASCII)
     oniguruma = pre_tokenizers.Split(Regex(pattern), "isolated")
+    remover = pre_tokenizers.Split(Regex(pattern), "removed")
+    matched = False
     for text in EDGE_TEXTS:
         expected = [p for p, _ in oniguruma.pre_tokenize_str(text)]
         assert [p for p in splitter.split(text) if p] == expected, repr(text)
+        matched = matched or [p for p, _ in remover.pre_tokenize_str(text)] != [text]
+    assert translated.matches_ascii == matched
 
 
 def test_whitespace_class_is_oniguruma_s_not_str_isspace() -> None:
@@ -569,6 +581,21 @@ def test_one_scan_at_a_pre_token_boundary(
     assert pair == (hf_count(tokenizer, text), hf_count(tokenizer, text[boundary:]))
 
 
+def test_boundary_inside_an_outer_match(
+    tokenizers: dict[str, Tokenizer], counters: dict[str, FastBPECounter]
+) -> None:
+    # "ab cd" is one first-level match, pre-tokenized "ab", " cd"; alone,
+    # " cd ef" splits " ", "cd ef" at the first level, then " ", "cd", " ef".
+    tokenizer = tokenizers["pairs"]
+    text = "ab cd ef"
+    suffix = tokenizer.encode(text[2:], add_special_tokens=False).tokens
+    assert suffix[0] == "\u0120"  # the lone space (byte-level form)
+    assert counters["pairs"].count_with_suffix(text, 2) == (
+        hf_count(tokenizer, text),
+        len(suffix),
+    )
+
+
 def test_non_local_pattern_scans_twice() -> None:
     tokenizer = train(split_then_byte_level(r"\b\p{L}+|\s+|[^\s\p{L}]+"), vocab_size=300)
     counter = FastBPECounter.from_tokenizer(tokenizer)
@@ -580,6 +607,12 @@ def test_non_local_pattern_scans_twice() -> None:
         hf_count(tokenizer, text[5:]),
     )
     assert spy.calls == 2
+
+
+def test_splits_that_match_no_ascii_are_skipped(counters: dict[str, FastBPECounter]) -> None:
+    # DeepSeek's CJK level leaves ASCII whole; counts stay exact (tests above).
+    assert not translate_pattern(DEEPSEEK_PATTERNS[1]).matches_ascii
+    assert len(counters["deepseek"]._levels) == len(DEEPSEEK_PATTERNS) - 1
 
 
 def test_boundary_out_of_range(counters: dict[str, FastBPECounter]) -> None:

@@ -454,3 +454,48 @@ def test_default_pool_size_is_capped(clean_rayon_env: None) -> None:
 def test_batch_size_must_be_positive(demo: Tokenizer) -> None:
     with pytest.raises(ValueError):
         TokenCounter(demo, batch_size=0)
+
+
+# The fast path inside the counter ---------------------------------------------------
+
+
+def test_fast_path_counts_equal_tokenizers_over_mixed_text() -> None:
+    """ASCII texts take the exact fast path, the others go to tokenizers in a
+    second thread; every count equals the counter without the fast path."""
+    from tests.unit.test_fast_bpe import LLAMA3_PATTERN, split_then_byte_level, train
+
+    tok = train(split_then_byte_level(LLAMA3_PATTERN))
+    texts = [
+        "Hello there, it's 2026!\n",
+        "naïve café — déjà vu",
+        "plain words and 12345 digits",
+        "",
+        "x",
+        "tabs\tand\r\nbreaks  ",
+        "日本語のテキスト",
+    ]
+    jobs = []
+    for i, text in enumerate(texts * 40):
+        first = text[: i % 4]
+        jobs.append(CountJob(osl=text or None, tpot=text[len(first) :] or None, isl=text[::-1]))
+    counts = {}
+    for fast in (True, False):
+        counter = TokenCounter(tok, batch_size=16, fast=fast)
+        for j in jobs:
+            counter.submit(j)
+        counts[fast] = counter.finish(timeout=30)
+        assert counts[fast].complete
+    assert counts[True].method.startswith("exact fast path")
+    assert counts[False].method == "tokenizers"
+    for name in ("osl", "tpot_tokens", "isl"):
+        assert getattr(counts[True], name).tolist() == getattr(counts[False], name).tolist()
+    expected = [len(tok.encode(j.osl, add_special_tokens=False)) if j.osl else 0 for j in jobs[:7]]
+    assert counts[True].osl.tolist()[:7] == expected
+
+
+def test_live_counting_never_takes_the_fast_path() -> None:
+    from tests.unit.test_fast_bpe import LLAMA3_PATTERN, split_then_byte_level, train
+
+    counter = TokenCounter(train(split_then_byte_level(LLAMA3_PATTERN)), live=True)
+    assert counter.method.startswith("tokenizers (live")
+    counter.close()
