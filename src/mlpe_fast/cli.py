@@ -3,6 +3,7 @@
     mlpe-fast run [--endpoints URL --model NAME --dataset PATH ...]
     mlpe-fast serve [--port 0 --ttft-ms 20 --itl-ms 2 ...]
     mlpe-fast analyze RUN_FOLDER [--tokenizer DIR]
+    mlpe-fast score RUN_FOLDER [--dataset acc:PATH,...]
 
 Exit status: 0 done; 2 a mistake in the command or its files (one line on
 stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
@@ -40,6 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from . import NATIVE
+    from .accuracy.rescore import add_arguments as add_score_arguments
     from .analyze import add_arguments as add_analyze_arguments
     from .config import add_run_arguments
     from .sim.server import add_arguments as add_serve_arguments
@@ -70,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
         "client's format (mlpe-fast's or the reference client's).",
     )
     add_analyze_arguments(analyze)
+    score = commands.add_parser(
+        "score",
+        help="score a finished run's accuracy datasets again from its events.jsonl",
+        description="Score the accuracy datasets of a run folder from its recorded outputs.",
+    )
+    add_score_arguments(score)
     return parser
 
 
@@ -139,6 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .analyze import main as analyze_main
 
             return analyze_main(args)
+        if args.command == "score":
+            from .accuracy.rescore import main as score_main
+
+            return score_main(args)
         parser.print_help()
         return 0
     except UsageError as error:

@@ -64,7 +64,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from .errors import UsageError
-from .load.dataset import DATASET_FORMATS, DatasetSpec, parse_dataset_arg
+from .load.dataset import DATASET_FORMATS, DatasetSpec, accuracy_config, parse_dataset_arg
 from .load.salt import default_salt_seed
 
 __all__ = (
@@ -75,6 +75,7 @@ __all__ = (
     "WARMUP_DATASET_PASS",
     "ApiType",
     "DatasetSpec",
+    "Mode",
     "Generation",
     "LoadPattern",
     "RunConfig",
@@ -82,6 +83,7 @@ __all__ = (
     "Streaming",
     "Timeouts",
     "add_run_arguments",
+    "dataset_from_yaml",
     "load_yaml",
     "resolve",
 )
@@ -89,6 +91,7 @@ __all__ = (
 logger = logging.getLogger(__name__)
 
 LoadPattern = Literal["concurrency", "offline", "poisson"]
+Mode = Literal["perf", "acc", "both"]
 ApiType = Literal["openai", "openai-completions"]
 Streaming = Literal["auto", "on", "off"]
 
@@ -206,6 +209,11 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             or "offline_benchmark", as the reference derives it).
         use_legacy_loadgen_qps_metrics: the reference's Poisson QPS window
             option, passed on to metrics.
+        mode: "perf" (the performance phase), "acc" (the accuracy phase
+            only) or "both" (accuracy right after performance, spec §2.4).
+        mlperf_model: the benchmark's canonical model name (spec §2.8,
+            YAML ``submission_ref.model``), for the accuracy gate; "" when
+            unknown.
     """
 
     endpoints: tuple[str, ...] = ()
@@ -232,6 +240,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     salt: bool = True
     name: str = ""
     use_legacy_loadgen_qps_metrics: bool = True
+    mode: Mode = "perf"
+    mlperf_model: str = ""
 
     @property
     def stream(self) -> bool:
@@ -289,7 +299,7 @@ _SCHEMA: _Schema = {
     "name": "name",
     "version": _IGNORE,
     "type": "type",
-    "submission_ref": _IGNORE_TREE,
+    "submission_ref": {"model": "mlperf_model", "ruleset": _IGNORE},
     "benchmark_mode": "benchmark_mode",
     "model_params": {
         "name": "model",
@@ -350,6 +360,7 @@ _SCHEMA: _Schema = {
     "audit": _Unsupported("compliance audits"),
     "mlpe_fast": {
         "version": _IGNORE,
+        "mode": "mode",
         "salt": "salt",
         "salt_random_seed": "seed.salt",
         "timeouts": {
@@ -360,8 +371,8 @@ _SCHEMA: _Schema = {
     },
 }
 
-_DATASET_KEYS = ("name", "type", "path", "format", "samples", "parser")
-_DATASET_IGNORED = ("eval_method", "accuracy_config")
+_DATASET_KEYS = ("name", "type", "path", "format", "samples", "parser", "accuracy_config")
+_DATASET_IGNORED = ("eval_method",)
 _DATASET_UNSUPPORTED = {
     "generate_params": "predefined dataset generation",
     "agentic_inference": "agentic datasets",
@@ -404,7 +415,7 @@ def load_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
         substituted: dict[str, Any] = _substitute_env(data, "")
         _, entries = _flatten_yaml(substituted)
         for entry, entry_where in entries:
-            _dataset_from_yaml(entry, entry_where)
+            dataset_from_yaml(entry, entry_where)
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from None
     return substituted
@@ -517,6 +528,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "sample_index_seed": ("seed.sample_index", "--sample-index-seed"),
     "salt_seed": ("seed.salt", "--salt-seed"),
     "warmup_seed": ("seed.warmup", "--warmup-seed"),
+    "mode": ("mode", "--mode"),
+    "mlperf_model": ("mlperf_model", "--mlperf-model"),
 }
 
 
@@ -609,6 +622,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--warmup-seed", metavar="N", help="warmup seed (default: the sample-index seed)"
     )
 
+    p = parser.add_argument_group("phases")
+    p.add_argument(
+        "--mode",
+        metavar="perf|acc|both",
+        help="performance phase, accuracy phase (needs --dataset acc:PATH,...), or both",
+    )
+    p.add_argument(
+        "--accuracy-only", action="store_const", const="acc", dest="mode", help="= --mode acc"
+    )
+    p.add_argument(
+        "--mlperf-model",
+        metavar="NAME",
+        help="MLPerf model name for the accuracy gate (llama3_1-8b, gpt-oss-120b, deepseek-r1)",
+    )
+
     p = parser.add_argument_group("output")
     p.add_argument("--report-dir", metavar="DIR", help="run folder")
 
@@ -645,7 +673,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
     if cli_datasets:
         datasets = tuple(parse_dataset_arg(text) for text in cli_datasets)
     else:
-        datasets = tuple(_dataset_from_yaml(entry, where) for entry, where in yaml_datasets)
+        datasets = tuple(dataset_from_yaml(entry, where) for entry, where in yaml_datasets)
     seen: set[tuple[str, str]] = set()
     for spec in datasets:
         key = (spec.display_name, spec.type)
@@ -662,17 +690,16 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
 
     # test type and load pattern
     test_type = "online"
+    mode: Mode = "perf"
     if (found := get("type")) is not None:
-        test_type = _choice(
-            found,
-            {t: t for t in ("offline", "online", "submission")},
-            {"eval": "accuracy-only (eval) configs"},
-        )
+        test_type = _choice(found, {t: t for t in ("offline", "online", "submission", "eval")}, {})
+        if test_type == "eval":  # the reference's accuracy-only configs
+            test_type, mode = "online", "acc"
         if test_type == "submission":
-            mode = get("benchmark_mode")
+            benchmark_mode = get("benchmark_mode")
             test_type = (
-                _choice(mode, {"offline": "offline", "online": "online"}, {})
-                if mode is not None
+                _choice(benchmark_mode, {"offline": "offline", "online": "online"}, {})
+                if benchmark_mode is not None
                 else "online"
             )
     load_pattern: LoadPattern = "offline" if test_type == "offline" else "concurrency"
@@ -691,6 +718,15 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         where = _where(fields, "load_pattern", "--load-pattern poisson")
         raise UsageError(
             f"{where}: poisson needs a rate: --target-qps (YAML settings.load_pattern.target_qps)"
+        )
+
+    if (found := get("mode")) is not None:
+        mode = _choice(found, {"perf": "perf", "acc": "acc", "both": "both"}, {})
+    if mode != "perf" and not any(d.type == "accuracy" for d in datasets):
+        where = _where(fields, "mode", "type")
+        raise UsageError(
+            f"{where} {found[0] if found else 'eval'}: no accuracy dataset; add "
+            "--dataset acc:PATH,accuracy_config.ground_truth=COLUMN"
         )
 
     # endpoint
@@ -805,6 +841,8 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         name=_opt(get("name"), _string)
         or ("offline_benchmark" if load_pattern == "offline" else "online_benchmark"),
         use_legacy_loadgen_qps_metrics=True if legacy_qps is None else legacy_qps,
+        mode=mode,
+        mlperf_model=_opt(get("mlperf_model"), _string) or "",
     )
 
 
@@ -813,7 +851,12 @@ def _where(fields: _Fields, field: str, default: str) -> str:
     return default if found is None else found[1]
 
 
-def _dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
+def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
+    """One ``datasets[]`` entry of a YAML config (or a written config.yaml).
+
+    Raises:
+        UsageError: naming ``where`` and the key at fault.
+    """
     for key in entry:
         if key in _DATASET_UNSUPPORTED and entry[key] is not None:
             raise UsageError(
@@ -856,6 +899,12 @@ def _dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
     samples = entry.get("samples")
     if samples is not None:
         samples = _positive_int((samples, f"{where}.samples"))
+    accuracy = None
+    raw_accuracy = entry.get("accuracy_config")
+    if raw_accuracy is not None and not isinstance(raw_accuracy, dict):
+        raise UsageError(f"{where}.accuracy_config: expected a mapping, got {_kind(raw_accuracy)}")
+    if dtype == "accuracy":
+        accuracy = accuracy_config(raw_accuracy or {}, f"{where}.accuracy_config")
     return DatasetSpec(
         path=path.strip(),
         type="accuracy" if dtype == "accuracy" else "performance",
@@ -864,6 +913,7 @@ def _dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         samples=samples,
         prompt_column=parser.get("prompt"),
         system_column=parser.get("system"),
+        accuracy=accuracy,
     )
 
 

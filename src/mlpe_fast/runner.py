@@ -24,6 +24,12 @@ import msgspec
 
 from . import sim
 from ._version import __version__
+from .accuracy.results import (
+    accuracy_entry,
+    gate_failures,
+    output_text,
+    write_accuracy_results,
+)
 from .artifacts.config_yaml import config_to_yaml_dict, write_config_yaml
 from .artifacts.events import (
     SESSION_ENDED,
@@ -74,6 +80,7 @@ class PointResult(msgspec.Struct, frozen=True, gc=False):
     table: str
     summary: dict[str, Any]
     state: str
+    accuracy: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 # The demo: a short run against the simulated endpoint, with a tokenizer
@@ -196,7 +203,10 @@ async def run_point(
         )
     except ClientConfigError as error:
         raise UsageError(str(error)) from None
-    dataset = _dataset(config)
+    dataset = _dataset(config) if config.mode != "acc" else None
+    accuracy_datasets = (
+        [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
+    )
     tokenizer = _load_tokenizer(config)
     template = _load_template(config)
 
@@ -210,71 +220,30 @@ async def run_point(
         if config.warmup_requests:
             warmup_events = EventsWriter(folder.warmup_events, streaming=config.stream)
     counter = TokenCounter(tokenizer, template=template, live=False)
-    records: list[RequestRecord] = []
-    prompts: dict[str, PromptData] = {}
-    probe = LoopLagProbe()
     bar = Progress(
         stream=err,
         total=config.num_samples,
         label=f"c={config.concurrency}" if config.load_pattern == "concurrency" else "",
     )
     stop = _Interrupt(client)
-    tracking_start = 0
-    lags: array[int] = array("q")
-    cpu_ns = cpu_system_ns = 0
+    perf = _Measured()
+    entries: list[dict[str, Any]] = []
     try:
         stop.install()
         async with client:
             if events is not None:
                 events.session(SESSION_STARTED)
-            if config.warmup_requests:
-                await _warmup(client, dataset, config, warmup_events, stop)
-            feed = RequestFeed.for_phase(dataset, config, "performance")
-            phase = Phase(
-                config.load_pattern,
-                concurrency=config.concurrency,
-                target_qps=config.target_qps,
-                max_requests=_request_count(config, len(dataset)),
-                duration_ns=None if config.duration_s is None else int(config.duration_s * 1e9),
-                seed=config.seeds.scheduler,
-            )
-            stop.phase = phase
-            chat = config.api_type == "openai"
-
-            def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
-                prompts[sample_id] = _prompt_data(
-                    feed.last_prompt, dataset.samples[sample_index].system, chat
-                )
-
-            def on_record(record: RequestRecord) -> None:
-                records.append(record)
-                prompt = prompts.pop(record.sample_id, None)
-                output = (
-                    text_model_output(record.response, streaming=config.stream)
-                    if record.error_class is None
-                    else None
-                )
-                counter.submit(
-                    count_job(record, streaming=config.stream, prompt=prompt, output=output)
-                )
-                if events is not None:
-                    events.record(record, prompt, output=output)
-                if progress:
-                    bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
-
-            if not stop.requested:
-                tracking_start = monotonic_ns()
-                if events is not None:
-                    events.session(SESSION_START_PERFORMANCE_TRACKING, tracking_start)
-                if progress:
-                    bar.start()
-                probe.start()
-                await run_phase(
-                    client, feed, phase, on_record, path=config.route, on_issue=on_issue
-                )
-                lags, cpu_ns, cpu_system_ns = probe.stop()
-                if events is not None:
-                    events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+            if dataset is not None:
+                if config.warmup_requests:
+                    await _warmup(client, dataset, config, warmup_events, stop)
+                if not stop.requested:
+                    perf = await _performance(
+                        client, dataset, config, counter, events, stop, bar if progress else None
+                    )
+            for accuracy_dataset in accuracy_datasets:
+                if stop.requested:
+                    break
+                entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
             connections, connect_ns = client.connections_opened, client.connect_ns_total
         counts = await _count(counter, stop)
     finally:
@@ -282,10 +251,17 @@ async def run_point(
         if progress:
             bar.stop()
         counter.close()
+    records = perf.records
+    lags, cpu_ns, cpu_system_ns = perf.lags, perf.cpu_ns, perf.cpu_system_ns
+    tracking_start = perf.tracking_start
     state = "interrupted" if stop.requested else "complete"
     stats = point_stats(records, counts, tracking_start_ns=tracking_start)
     audit = audit_records(records, lags, cpu_ns, connections, connect_ns, cpu_system_ns)
+    accuracy_lines = _accuracy_lines(config, entries)
     table = render(stats, audit.as_rows(), title=_title(config))
+    if config.mode == "acc":
+        table = f"mlpe-fast accuracy: {_title(config)}\n"
+    table += accuracy_lines
     snapshot = final_snapshot(
         stats.raw.counters,
         stats.raw.series,
@@ -310,8 +286,170 @@ async def run_point(
         if warmup_events is not None:
             warmup_events.close()
         write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
-        folder.write_results(summary, snapshot, report_text(summary, title=_title(config)))
-    return PointResult(config, endpoint, records, stats, audit, table, summary, state)
+        if config.mode != "acc":
+            report = report_text(summary, title=_title(config))
+            folder.write_results(summary, snapshot, report + accuracy_lines)
+        else:
+            folder.report_txt.write_text(table, encoding="utf-8")
+        if entries:
+            write_accuracy_results(folder.accuracy_results, entries)
+    return PointResult(config, endpoint, records, stats, audit, table, summary, state, entries)
+
+
+def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:
+    """The accuracy figures and the MLPerf gate verdict, for the table and
+    report.txt (spec §2.6)."""
+    if not entries:
+        return ""
+    lines = ["", "accuracy"]
+    for entry in entries:
+        score = entry["score"]
+        shown = (
+            ", ".join(f"{k} {v}" for k, v in score.items())
+            if isinstance(score, dict)
+            else f"{score:.4f}"
+            if isinstance(score, float)
+            else str(score)
+        )
+        counts = entry["response_counts"]
+        lines.append(
+            f"  {entry['dataset_name']}: {shown}  ({counts['completed']} of "
+            f"{entry['total_samples']} answered)"
+        )
+    model = config.mlperf_model
+    failures = gate_failures(model, entries) if model else None
+    if failures is None:
+        lines.append(
+            "  gate: no MLPerf threshold for this model (set --mlperf-model, e.g. llama3_1-8b)"
+            if not model
+            else f"  gate: no MLPerf threshold for {model}"
+        )
+    elif failures:
+        lines.append(f"  gate ({model}): FAIL: " + "; ".join(failures))
+    else:
+        lines.append(f"  gate ({model}): pass")
+    return "\n".join(lines) + "\n"
+
+
+class _Measured(msgspec.Struct):
+    """What the performance phase leaves for the metrics."""
+
+    records: list[RequestRecord] = msgspec.field(default_factory=list)
+    tracking_start: int = 0
+    lags: array[int] = msgspec.field(default_factory=lambda: array("q"))
+    cpu_ns: int = 0
+    cpu_system_ns: int = 0
+
+
+async def _performance(
+    client: Client,
+    dataset: Dataset,
+    config: RunConfig,
+    counter: TokenCounter,
+    events: EventsWriter | None,
+    stop: _Interrupt,
+    bar: Progress | None,
+) -> _Measured:
+    """The measured phase: salted queries in the dataset's shuffled order,
+    performance tracking around it (spec §1.4), every record counted."""
+    feed = RequestFeed.for_phase(dataset, config, "performance")
+    phase = Phase(
+        config.load_pattern,
+        concurrency=config.concurrency,
+        target_qps=config.target_qps,
+        max_requests=_request_count(config, len(dataset)),
+        duration_ns=None if config.duration_s is None else int(config.duration_s * 1e9),
+        seed=config.seeds.scheduler,
+    )
+    stop.phase = phase
+    chat = config.api_type == "openai"
+    measured = _Measured()
+    records = measured.records
+    prompts: dict[str, PromptData] = {}
+
+    def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
+        prompts[sample_id] = _prompt_data(
+            feed.last_prompt, dataset.samples[sample_index].system, chat
+        )
+
+    def on_record(record: RequestRecord) -> None:
+        records.append(record)
+        prompt = prompts.pop(record.sample_id, None)
+        output = (
+            text_model_output(record.response, streaming=config.stream)
+            if record.error_class is None
+            else None
+        )
+        counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
+        if events is not None:
+            events.record(record, prompt, output=output)
+        if bar is not None:
+            bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
+
+    probe = LoopLagProbe()
+    measured.tracking_start = monotonic_ns()
+    if events is not None:
+        events.session(SESSION_START_PERFORMANCE_TRACKING, measured.tracking_start)
+    if bar is not None:
+        bar.start()
+    probe.start()
+    await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+    measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
+    if events is not None:
+        events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+    return measured
+
+
+async def _accuracy(
+    client: Client,
+    dataset: Dataset,
+    config: RunConfig,
+    events: EventsWriter | None,
+    stop: _Interrupt,
+) -> dict[str, Any]:
+    """One accuracy dataset: every sample once per repeat, in order,
+    unsalted, at the point's concurrency (spec §2.4, §2.5), then scored.
+    Its queries are logged in ``events.jsonl`` under the dataset's name
+    (``sample_idx_map.json``), outside performance tracking."""
+    accuracy = dataset.spec.accuracy
+    repeats = 1 if accuracy is None else accuracy.num_repeats
+    feed = RequestFeed.for_phase(dataset, config, "accuracy")
+    phase = Phase(
+        "offline" if config.load_pattern == "offline" else "concurrency",
+        concurrency=config.concurrency,
+        max_requests=len(dataset) * repeats,
+        seed=config.seeds.scheduler,
+    )
+    stop.phase = phase
+    chat = config.api_type == "openai"
+    prompts: dict[str, PromptData] = {}
+    texts: dict[str, str] = {}
+    indices: dict[str, int] = {}
+
+    def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
+        indices[sample_id] = sample_index
+        if events is not None:
+            prompts[sample_id] = _prompt_data(
+                feed.last_prompt, dataset.samples[sample_index].system, chat
+            )
+
+    span = [0, 0]  # first issue, last completion: the phase's duration
+
+    def on_record(record: RequestRecord) -> None:
+        output = None
+        if record.error_class is None:
+            output = text_model_output(record.response, streaming=config.stream)
+            texts[record.sample_id] = output_text(output)
+        done = record.t_end if record.response.t_done is None else record.response.t_done
+        span[0] = record.t_issue if not span[0] else min(span[0], record.t_issue)
+        span[1] = max(span[1], done)
+        if events is not None:
+            events.record(
+                record, prompts.pop(record.sample_id, None), phase=dataset.name, output=output
+            )
+
+    await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+    return accuracy_entry(dataset, texts, indices, duration_s=max(0, span[1] - span[0]) / 1e9)
 
 
 class _Interrupt:

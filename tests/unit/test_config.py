@@ -24,7 +24,7 @@ from mlpe_fast.config import (
     resolve,
 )
 from mlpe_fast.errors import MlpeError, UsageError
-from mlpe_fast.load.dataset import DatasetSpec
+from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
 
 yaml = pytest.importorskip("yaml")
 
@@ -146,7 +146,7 @@ def test_flags() -> None:
     assert config.route == "/v1/completions"
     assert config.datasets == (
         DatasetSpec(path="d.jsonl", prompt_column="text_input"),
-        DatasetSpec(path="e.csv", type="accuracy", name="e"),
+        DatasetSpec(path="e.csv", type="accuracy", name="e", accuracy=AccuracyConfig()),
     )
     assert config.tokenizer == "tok"
     assert (config.load_pattern, config.concurrency) == ("concurrency", 16)
@@ -337,7 +337,13 @@ def test_reference_style_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             format="jsonl",
             prompt_column="text_input",
         ),
-        DatasetSpec(path="data/acc.csv", type="accuracy", name="acc", samples=100),
+        DatasetSpec(
+            path="data/acc.csv",
+            type="accuracy",
+            name="acc",
+            samples=100,
+            accuracy=AccuracyConfig(eval_method="rouge"),
+        ),
     )
     assert (config.duration_s, config.max_duration_s, config.num_samples) == (600.0, None, 2000)
     assert (config.seeds.scheduler, config.seeds.sample_index) == (11, 22)
@@ -472,7 +478,11 @@ def test_yaml_file_errors(
             "settings.load_pattern.type: an offline config (type: offline) must use "
             "max_throughput, got 'concurrency'",
         ),
-        ({"type": "eval"}, "type: accuracy-only (eval) configs are not supported by mlpe-fast"),
+        (
+            {"type": "eval"},
+            "type eval: no accuracy dataset; add "
+            "--dataset acc:PATH,accuracy_config.ground_truth=COLUMN",
+        ),
         (
             {"model_params": {"streaming": "sometimes"}},
             "model_params.streaming: 'sometimes' is not one of auto, on, off",

@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from mlpe_fast.errors import UsageError
-from mlpe_fast.load.dataset import DatasetSpec, Sample, load_dataset, parse_dataset_arg
+from mlpe_fast.load.dataset import (
+    AccuracyConfig,
+    DatasetSpec,
+    Sample,
+    load_dataset,
+    parse_dataset_arg,
+)
 
 SHARED_DATA = Path(__file__).parents[2].parent / "shared" / "data"
 DUMMY_1K = SHARED_DATA / "datasets" / "dummy_1k.jsonl"
@@ -46,7 +52,9 @@ def test_parse_plain_path() -> None:
 
 def test_parse_everything() -> None:
     spec = parse_dataset_arg(
-        "acc:d.csv,parser.prompt=article,parser.system=inst,format=CSV,samples=500,name=cnn"
+        "acc:d.csv,parser.prompt=article,parser.system=inst,format=CSV,samples=500,name=cnn,"
+        "accuracy_config.ground_truth=highlights,accuracy_config.eval_method=rouge,"
+        "accuracy_config.num_repeats=2"
     )
     assert spec == DatasetSpec(
         path="d.csv",
@@ -56,6 +64,7 @@ def test_parse_everything() -> None:
         samples=500,
         prompt_column="article",
         system_column="inst",
+        accuracy=AccuracyConfig(eval_method="rouge", ground_truth="highlights", num_repeats=2),
     )
     assert spec.display_name == "cnn"
 
@@ -85,7 +94,19 @@ def test_parse_prefixes_and_drive_letters() -> None:
         (
             "d.jsonl,split=train",
             "--dataset 'd.jsonl,split=train': unknown option 'split' "
-            "(valid: name, format, samples, parser.prompt, parser.system)",
+            "(valid: name, format, samples, parser.prompt, parser.system, "
+            "accuracy_config.eval_method, accuracy_config.ground_truth, "
+            "accuracy_config.extractor, accuracy_config.num_repeats)",
+        ),
+        (
+            "d.jsonl,accuracy_config.ground_truth=x",
+            "--dataset 'd.jsonl,accuracy_config.ground_truth=x': accuracy_config options "
+            "need an accuracy dataset (acc:PATH)",
+        ),
+        (
+            "acc:d.jsonl,accuracy_config.num_repeats=0",
+            "--dataset 'acc:d.jsonl,accuracy_config.num_repeats=0': "
+            "accuracy_config.num_repeats must be a positive integer, got '0'",
         ),
         (
             "d.jsonl,parser.answer=x",

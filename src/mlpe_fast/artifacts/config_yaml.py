@@ -108,6 +108,14 @@ def config_to_yaml_dict(
             parser["system"] = spec.system_column
         if parser:
             entry["parser"] = parser
+        if spec.type == "accuracy" and spec.accuracy is not None:
+            accuracy: dict[str, Any] = {"ground_truth": spec.accuracy.ground_truth}
+            if spec.accuracy.eval_method:
+                accuracy["eval_method"] = spec.accuracy.eval_method
+            if spec.accuracy.extractor:
+                accuracy["extractor"] = spec.accuracy.extractor
+            accuracy["num_repeats"] = spec.accuracy.num_repeats
+            entry["accuracy_config"] = accuracy
         datasets.append(entry)
 
     runtime: dict[str, Any] = {
@@ -154,6 +162,10 @@ def config_to_yaml_dict(
         "name": config.name or f"{test_type}_benchmark",
         "version": "1.0",
         "type": test_type,
+    }
+    if config.mlperf_model:
+        out["submission_ref"] = {"model": config.mlperf_model}
+    out |= {
         "model_params": model_params,
         "datasets": datasets,
         "settings": {"runtime": runtime, "load_pattern": load_pattern, "warmup": warmup},
@@ -163,6 +175,7 @@ def config_to_yaml_dict(
         out["report_dir"] = config.report_dir
     out["mlpe_fast"] = {
         "version": __version__,
+        "mode": config.mode,
         "salt": config.salt,
         "salt_random_seed": config.seeds.salt_seed,
         "timeouts": timeouts,

@@ -10,6 +10,7 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     │                                     are retained for review; the reference has none)
     ├── sample_idx_map.json               {phase: {sample_uuid: dataset index}}
     ├── performance/result_summary.json   the point's metrics (what the checker reads)
+    ├── accuracy/accuracy_results.json    scored accuracy datasets (--mode acc|both)
     └── metrics/final_snapshot.json       the counters and series the summary came from
         metrics/.ready                    touched when counting is ready, at the start
 
@@ -58,6 +59,10 @@ class RunFolder:
     @property
     def result_summary(self) -> Path:
         return self.path / "performance" / "result_summary.json"
+
+    @property
+    def accuracy_results(self) -> Path:
+        return self.path / "accuracy" / "accuracy_results.json"
 
     @property
     def final_snapshot(self) -> Path:

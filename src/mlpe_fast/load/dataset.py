@@ -10,6 +10,8 @@ Command-line syntax, as the reference client's ``--dataset``
 ``parse_dataset_string``)::
 
     [perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL][,format=F][,samples=N][,name=NAME]
+        [,accuracy_config.ground_truth=COL][,accuracy_config.eval_method=M]
+        [,accuracy_config.extractor=E][,accuracy_config.num_repeats=N]
 
 Column mapping follows the reference's ``DataLoaderFactory`` and
 ``MakeAdapterCompatible`` transform (``dataset_manager/factory.py``,
@@ -28,6 +30,12 @@ Column mapping follows the reference's ``DataLoaderFactory`` and
 
 The system prompt comes from ``parser.system=COL``, else a ``system_prompt``
 or ``system`` column when present.
+
+An accuracy dataset (``acc:``) names its ground-truth column and how it is
+scored (the reference's ``accuracy_config``, ``config/schema.py``
+``AccuracyConfig``): ``ground_truth`` (default ``ground_truth``),
+``eval_method`` (a scorer, :mod:`mlpe_fast.accuracy.scorers`), ``extractor``
+and ``num_repeats`` (the dataset is issued that many times).
 
 ``samples=N`` keeps the first N rows.  (The reference declares the field
 but applies it only in its audit mode; taking a prefix is the plain reading.)
@@ -51,6 +59,7 @@ from ..errors import UsageError
 
 __all__ = (
     "DATASET_FORMATS",
+    "AccuracyConfig",
     "Dataset",
     "DatasetSpec",
     "Sample",
@@ -67,7 +76,35 @@ DATASET_FORMATS: tuple[DatasetFormat, ...] = ("jsonl", "json", "csv", "parquet")
 _PROMPT_CANDIDATES = ("user_prompt", "question", "input", "input_text", "problem", "query")
 _SYSTEM_CANDIDATES = ("system_prompt", "system")
 _PARSER_TARGETS = ("prompt", "system")
-_OPTION_KEYS = ("name", "format", "samples", "parser.prompt", "parser.system")
+_ACCURACY_KEYS = ("eval_method", "ground_truth", "extractor", "num_repeats")
+_OPTION_KEYS = (
+    "name",
+    "format",
+    "samples",
+    "parser.prompt",
+    "parser.system",
+    *(f"accuracy_config.{k}" for k in _ACCURACY_KEYS),
+)
+
+
+class AccuracyConfig(msgspec.Struct, frozen=True, kw_only=True):
+    """How an accuracy dataset is scored (the reference's ``accuracy_config``).
+
+    Attributes:
+        eval_method: the scorer ("rouge", "pass_at_1", "string_match"...);
+            empty: chosen from the dataset when it is a known one.
+        ground_truth: the column holding the reference answer.
+        extractor: the answer extractor applied to outputs before
+            comparison ("abcd_extractor", "boxed_math_extractor",
+            "identity_extractor"); None for scorers that need none.
+        num_repeats: how many times the dataset is issued (each repeat is
+            scored; spec §3.4 ``num_repeats``).
+    """
+
+    eval_method: str = ""
+    ground_truth: str = "ground_truth"
+    extractor: str | None = None
+    num_repeats: int = 1
 
 
 class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,6 +119,7 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
         samples: keep only the first N rows.
         prompt_column: ``parser.prompt``.
         system_column: ``parser.system``.
+        accuracy: how an accuracy dataset is scored (None: defaults).
     """
 
     path: str
@@ -91,6 +129,7 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     samples: int | None = None
     prompt_column: str | None = None
     system_column: str | None = None
+    accuracy: AccuracyConfig | None = None
 
     @property
     def display_name(self) -> str:
@@ -110,11 +149,13 @@ class Sample(msgspec.Struct, frozen=True, gc=False):
 
 
 class Dataset(msgspec.Struct, frozen=True, gc=False):
-    """A loaded dataset: its spec, its columns and its samples in file order."""
+    """A loaded dataset: its spec, its columns and its samples in file order;
+    for an accuracy dataset, the ground truth of each sample too."""
 
     spec: DatasetSpec
     columns: tuple[str, ...]
     samples: tuple[Sample, ...]
+    ground_truth: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -164,6 +205,7 @@ def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
             )
         options[key] = value.strip()
     origin = f"{flag} {text!r}"
+    accuracy = _accuracy_options(options, dtype, origin)
     return DatasetSpec(
         path=path,
         type=dtype,
@@ -172,6 +214,47 @@ def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
         samples=_samples_value(options["samples"], origin) if "samples" in options else None,
         prompt_column=options.get("parser.prompt") or None,
         system_column=options.get("parser.system") or None,
+        accuracy=accuracy,
+    )
+
+
+def _accuracy_options(
+    options: Mapping[str, str], dtype: DatasetType, origin: str
+) -> AccuracyConfig | None:
+    given = {k[16:]: v for k, v in options.items() if k.startswith("accuracy_config.")}
+    if given and dtype != "accuracy":
+        raise UsageError(f"{origin}: accuracy_config options need an accuracy dataset (acc:PATH)")
+    if dtype != "accuracy":
+        return None
+    return accuracy_config(given, origin)
+
+
+def accuracy_config(options: Mapping[str, object], origin: str) -> AccuracyConfig:
+    """An :class:`AccuracyConfig` from CLI or YAML ``accuracy_config`` keys.
+
+    Raises:
+        UsageError: an unknown key, an empty column name, or a
+            ``num_repeats`` that is not a positive integer.
+    """
+    unknown = sorted(set(options) - set(_ACCURACY_KEYS) - {"extras"})
+    if unknown:
+        raise UsageError(
+            f"{origin}: unknown accuracy_config key {unknown[0]!r} "
+            f"(valid: {', '.join(_ACCURACY_KEYS)})"
+        )
+    ground_truth = options.get("ground_truth", "ground_truth")
+    if not isinstance(ground_truth, str) or not ground_truth.strip():
+        raise UsageError(f"{origin}: accuracy_config.ground_truth must name a column")
+    extractor = options.get("extractor")
+    method = options.get("eval_method", "")
+    if not isinstance(method, str) or not (extractor is None or isinstance(extractor, str)):
+        raise UsageError(f"{origin}: accuracy_config eval_method and extractor are names")
+    repeats = options.get("num_repeats", 1)
+    return AccuracyConfig(
+        eval_method=method.strip(),
+        ground_truth=ground_truth.strip(),
+        extractor=extractor.strip() or None if isinstance(extractor, str) else None,
+        num_repeats=_samples_value(repeats, origin, "accuracy_config.num_repeats"),
     )
 
 
@@ -184,14 +267,14 @@ def _format_value(value: object, origin: str) -> DatasetFormat:
     raise UsageError(f"{origin}: format {value!r} is not one of {', '.join(DATASET_FORMATS)}")
 
 
-def _samples_value(value: object, origin: str) -> int:
+def _samples_value(value: object, origin: str, key: str = "samples") -> int:
     number: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
     elif isinstance(value, str) and value.strip().isdigit():
         number = int(value)
     if number is None or number <= 0:
-        raise UsageError(f"{origin}: samples must be a positive integer, got {value!r}")
+        raise UsageError(f"{origin}: {key} must be a positive integer, got {value!r}")
     return number
 
 
@@ -232,7 +315,32 @@ def load_dataset(spec: DatasetSpec) -> Dataset:
             )
         rows = rows[: spec.samples]
     columns = tuple(rows[0][1])
-    return Dataset(spec=spec, columns=columns, samples=_map_columns(spec, columns, rows))
+    samples = _map_columns(spec, columns, rows)
+    truth = None
+    if spec.type == "accuracy":
+        truth = _ground_truth(spec, columns, rows)
+    return Dataset(spec=spec, columns=columns, samples=samples, ground_truth=truth)
+
+
+def _ground_truth(
+    spec: DatasetSpec, columns: Sequence[str], rows: Sequence[tuple[str, Mapping[str, Any]]]
+) -> tuple[str, ...]:
+    """The ground-truth column as text (numbers, as in math answers, are
+    written as the dataset holds them)."""
+    column = (spec.accuracy or AccuracyConfig()).ground_truth
+    if column not in columns:
+        raise UsageError(
+            f"dataset {spec.path}: ground-truth column {column!r} not found "
+            f"(available columns: {', '.join(columns)}); "
+            f"add accuracy_config.ground_truth=<column>"
+        )
+    out: list[str] = []
+    for where, row in rows:
+        value = row.get(column)
+        if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+            raise UsageError(f"{where}: ground truth {column!r} is {_json_kind(value)}")
+        out.append(value if isinstance(value, str) else str(value))
+    return tuple(out)
 
 
 def _format_from_suffix(path: Path) -> DatasetFormat:

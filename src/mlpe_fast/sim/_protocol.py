@@ -1,7 +1,8 @@
 """The simulated endpoint's connections and responses: the HTTP/1.1
 protocol object, request validation, and the jobs that write streams at
 their deadlines.  See :mod:`mlpe_fast.sim.server` for the behaviour and
-what the stamps mean.
+what the stamps mean, and :mod:`mlpe_fast.sim.oracle` for what an oracle
+answers.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ._events import Event, Shape, framed
 from ._http import HttpError, Request, RequestReader
 from ._pacer import Pacer
 from .config import VOCAB, SimConfig, SimStats
+from .oracle import MISS_CODE, request_prompt
 from .stream import (
     LAST_CHUNK,
     chat_chunk,
@@ -194,6 +196,7 @@ class ServerState:
         self.conns: set[Connection] = set()
         self.eol = _EOLS[config.eol]
         self.model = config.model
+        self.oracle = config.oracle
         # Independent streams, so that e.g. changing the timing leaves the
         # text and the lengths unchanged.
         seeds = random.Random(config.seed)
@@ -229,12 +232,15 @@ class _Job:
     """A completion response being generated; the pacer fires it."""
 
     __slots__ = (
+        "answer",
         "cancelled",
         "close",
+        "completion_tokens",
         "conn",
         "connection",
         "created",
         "due",
+        "finish",
         "first_send",
         "gen",
         "itl",
@@ -244,6 +250,7 @@ class _Job:
         "rid",
         "state",
         "t0",
+        "text_chars",
         "tokens",
     )
 
@@ -254,6 +261,9 @@ class _Job:
         gen: _Gen,
         *,
         tokens: list[bytes],
+        answer: str | None,
+        finish: str,
+        completion_tokens: int,
         reasoning: int,
         first_due: int,
         recv_ns: int,
@@ -265,6 +275,11 @@ class _Job:
         self.state = state
         self.gen = gen
         self.tokens = tokens
+        # An oracle's answer: token i is its i-th run of text_chars characters.
+        self.answer = answer
+        self.text_chars = state.oracle.token_chars if state.oracle is not None else 1
+        self.finish = finish
+        self.completion_tokens = completion_tokens
         self.n = len(tokens)
         self.k = reasoning
         self.due = first_due
@@ -277,9 +292,13 @@ class _Job:
         self.created = int(time.time())
         self.first_send = 0
 
-    @property
-    def finish(self) -> str:
-        return "length" if self.gen.max_tokens is not None else "stop"
+    def text(self, i: int) -> str:
+        """Token ``i`` as text (``tokens`` holds it JSON-escaped)."""
+        answer = self.answer
+        if answer is None:
+            return self.tokens[i].decode("ascii")
+        c = self.text_chars
+        return answer[i * c : (i + 1) * c]
 
     def usage(self) -> dict[str, int]:
         """OpenAI's counts, plus the ground truth of the first token: when the
@@ -288,10 +307,11 @@ class _Job:
         or benchmark can compare its own stamps with the server's without
         looking at individual events."""
         p = self.gen.prompt_tokens
+        c = self.completion_tokens
         return {
             "prompt_tokens": p,
-            "completion_tokens": self.n,
-            "total_tokens": p + self.n,
+            "completion_tokens": c,
+            "total_tokens": p + c,
             "mlpe_recv_ns": self.recv,
             "mlpe_first_send_ns": self.first_send,
         }
@@ -300,9 +320,9 @@ class _Job:
         """The ground-truth members, the send stamp read now."""
         return {"mlpe_recv_ns": self.recv, "mlpe_send_ns": _monotonic_ns()}
 
-    def last_chunk(self, token: bytes, reasoning: bool) -> bytes:
-        """The last token's chunk, which carries the finish reason."""
-        text = token.decode("ascii")
+    def last_chunk(self, i: int, reasoning: bool) -> bytes:
+        """The last token's chunk (token ``i``), which carries the finish reason."""
+        text = self.text(i)
         ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
         model = self.state.model
         if not self.gen.chat:
@@ -393,7 +413,7 @@ class _Stream(_Job):
                 if i == last:
                     out.append(
                         framed(
-                            self.last_chunk(tokens[i], i < k),
+                            self.last_chunk(i, i < k),
                             eol=self.state.eol,
                             chunked=self.chunked,
                         )
@@ -455,7 +475,7 @@ class _Buffered(_Job):
             )
             stats.events += events
         else:
-            text = b"".join(tokens).decode("ascii")
+            text = b"".join(tokens).decode("ascii") if self.answer is None else self.answer
             ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
             usage = self.usage()
             if self.gen.chat:
@@ -502,7 +522,7 @@ class _Buffered(_Job):
         tokens, k, last = self.tokens, self.k, self.n - 1
         for i in range(last):
             out.append((reasoning if i < k else content).render(tokens[i], _monotonic_ns()))
-        out.append(framed(self.last_chunk(tokens[last], last < k), eol=eol, chunked=False))
+        out.append(framed(self.last_chunk(last, last < k), eol=eol, chunked=False))
         if self.gen.include_usage:
             out.append(framed(self.usage_chunk(), eol=eol, chunked=False))
         out.append(state.done[False])
@@ -704,11 +724,12 @@ class Connection(asyncio.Protocol):
         *,
         close: bool,
         param: str | None = None,
+        code: str | None = None,
         extra: Sequence[bytes] = (),
     ) -> None:
         kind = "invalid_request_error" if status < 500 else "server_error"
         body = msgspec.json.encode(
-            {"error": {"message": message, "type": kind, "param": param, "code": None}}
+            {"error": {"message": message, "type": kind, "param": param, "code": code}}
         )
         self._send(status, body, close=close, extra=extra)
 
@@ -747,33 +768,55 @@ class Connection(asyncio.Protocol):
             self._send(200, b"", close=close)
             return
         chat = req.path == "/v1/chat/completions"
+        state = self._state
         try:
-            gen = _parse_gen(
-                msgspec.json.decode(req.body), chat=chat, limit=self._state.config.max_output_tokens
-            )
+            doc = msgspec.json.decode(req.body)
+            gen = _parse_gen(doc, chat=chat, limit=state.config.max_output_tokens)
         except msgspec.DecodeError:
             self._send_error(400, "the request body is not valid JSON", close=close)
             return
         except _BadParams as exc:
             self._send_error(400, exc.message, close=close, param=exc.param)
             return
-        self._start(req, gen, close)
+        answer: str | None = None
+        oracle = state.oracle
+        if oracle is not None:
+            prompt = request_prompt(doc, chat=chat)
+            answer = None if prompt is None else oracle.answer(prompt)
+            if answer is None:
+                self._send_error(404, oracle.miss_message(prompt), close=close, code=MISS_CODE)
+                return
+        self._start(req, gen, close, answer)
 
-    def _start(self, req: Request, gen: _Gen, close: bool) -> None:
+    def _start(self, req: Request, gen: _Gen, close: bool, answer: str | None) -> None:
+        """Starts the response job: ``answer`` (an oracle's) or random text."""
         state = self._state
         cfg = state.config
         state.stats.requests += 1
         now = _monotonic_ns()
         close = close or (self._eof and not self._pending)
-        if gen.max_tokens is not None:
-            n = gen.max_tokens
+        if answer is not None:
+            assert state.oracle is not None
+            answer, finish = state.oracle.cut(answer, gen.max_tokens)
+            tokens = state.oracle.pieces(answer)
+            n = len(tokens)
+            completion_tokens = n if answer else 0  # an empty answer is one empty piece
         else:
-            n = min(max(1, state.length()), cfg.max_output_tokens)
-        tokens = state.rng_text.choices(_VOCAB_BYTES, k=n)
+            if gen.max_tokens is not None:
+                n = gen.max_tokens
+                finish = "length"
+            else:
+                n = min(max(1, state.length()), cfg.max_output_tokens)
+                finish = "stop"
+            tokens = state.rng_text.choices(_VOCAB_BYTES, k=n)
+            completion_tokens = n
         base = max(req.recv_ns, self._last_done_ns)
         first_due = base + state.ttft()
         common: dict[str, Any] = {
             "tokens": tokens,
+            "answer": answer,
+            "finish": finish,
+            "completion_tokens": completion_tokens,
             "reasoning": min(cfg.reasoning_tokens, n) if gen.chat else 0,
             "recv_ns": req.recv_ns,
             "t0": now,

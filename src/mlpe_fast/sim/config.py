@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from ._pacer import TimerKind
 from .timing import Dist
+
+if TYPE_CHECKING:
+    from .oracle import Oracle
 
 __all__ = ("VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
 
@@ -56,6 +59,9 @@ class SimConfig:
         max_output_tokens: the simulated context: a larger ``max_tokens``
             gets 400, and ``output_len`` draws are clamped to it.
         backlog: listen backlog.
+        oracle: answer each prompt of a dataset with its reference output
+            instead of random text (:mod:`mlpe_fast.sim.oracle`); the
+            timing options apply as usual, ``output_len`` does not.
     """
 
     host: str = "127.0.0.1"
@@ -75,6 +81,7 @@ class SimConfig:
     max_body: int = 32 * 1024 * 1024
     max_output_tokens: int = 1 << 20
     backlog: int = 1024
+    oracle: Oracle | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -95,6 +102,10 @@ class SimConfig:
             raise ValueError("max_head must be >= 1024, max_body >= 0, backlog >= 1")
         if self.max_output_tokens < 1:
             raise ValueError("max_output_tokens must be >= 1")
+        if self.oracle is not None and self.reasoning_tokens:
+            # reasoning_content would take the start of the reference output
+            # out of the content an accuracy run scores
+            raise ValueError("reasoning_tokens cannot be combined with an oracle")
 
 
 class SimStats:

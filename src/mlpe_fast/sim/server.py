@@ -15,6 +15,13 @@ in the character tokenizer's vocabulary, so a token count is a character
 count.  Prompt tokens are counted the same way: the characters of the
 prompt, or of the messages' text content (no chat template).
 
+With an oracle (``--oracle``, :mod:`mlpe_fast.sim.oracle`) the text is
+instead the reference output of the dataset sample whose prompt the request
+carries (salt or not), cut into runs of ``--oracle-token-chars`` characters,
+one token each, ``finish_reason`` ``"stop"``; ``max_tokens`` is ignored
+unless ``--oracle-truncate``.  An unknown prompt gets 404 (``code``
+``"oracle_prompt_not_found"``).
+
 A chat stream is: a role chunk (``{"role": "assistant", "content": ""}``),
 one chunk per token (the first ``reasoning_tokens`` as
 ``reasoning_content``, the rest as ``content``; the last one carries the
@@ -78,9 +85,10 @@ Errors
 Malformed requests get 400 (431 for an oversized head, 413 for an
 oversized body, 501 for a transfer coding other than chunked, 505 for an
 HTTP version other than 1.x) and the connection is closed, since framing is
-lost.  Unknown paths get 404 and wrong methods 405 (with ``Allow``), and a
-body that is not a valid request gets 400 in OpenAI's error shape; these
-keep the connection.  No exception escapes into the event loop.
+lost.  Unknown paths get 404 and wrong methods 405 (with ``Allow``), a
+body that is not a valid request gets 400 in OpenAI's error shape, and a
+prompt an oracle does not know gets 404 in that shape; these keep the
+connection.  No exception escapes into the event loop.
 """
 
 from __future__ import annotations
@@ -101,6 +109,7 @@ from typing import TextIO
 from ._pacer import make_pacer
 from ._protocol import Connection, ServerState
 from .config import VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
+from .oracle import DEFAULT_TOKEN_CHARS, load_oracle, parse_degrade, parse_oracle_arg
 from .timing import DIST_KINDS, Dist
 
 __all__ = (
@@ -403,9 +412,15 @@ async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
     try:
         async with SimServer(cfg) as server:
             loop_name = type(loop).__module__.split(".")[0]
+            oracle = cfg.oracle
+            answers = ""
+            if oracle is not None:
+                answers = f", oracle: {len(oracle)} prompts of {oracle.source}"
+                if oracle.degrade is not None:  # say so: its answers are wrong on purpose
+                    answers += f", degraded to {oracle.degrade}"
             print(
                 f"mlpe-fast sim: serving {cfg.model} at {server.url} "
-                f"({loop_name}, {server.timer} timer)",
+                f"({loop_name}, {server.timer} timer{answers})",
                 file=out,
                 flush=True,
             )
@@ -475,6 +490,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.max_output_tokens,
         help="largest max_tokens accepted (400 past it)",
     )
+    o = parser.add_argument_group(
+        "oracle mode",
+        "Answer each prompt of a dataset with that sample's reference output (an accuracy "
+        "run then scores perfectly), streamed with the timing options above. The prompt is "
+        "the last user message (chat) or the prompt (completions), with or without a leading "
+        "salt '[16 hex] '; an unknown prompt gets 404 with an OpenAI error body "
+        "(code oracle_prompt_not_found).",
+    )
+    o.add_argument(
+        "--oracle",
+        metavar="PATH[,parser.prompt=COL][,parser.system=COL][,ground_truth=COL]",
+        default=None,
+        help="the dataset (any format --dataset reads, same column mapping); ground_truth "
+        "names the reference-output column (default ground_truth); an accuracy run's "
+        "--dataset acc:PATH,accuracy_config.ground_truth=COL value works as is",
+    )
+    o.add_argument(
+        "--oracle-token-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"characters per streamed token (default {DEFAULT_TOKEN_CHARS}); usage counts these",
+    )
+    o.add_argument(
+        "--oracle-truncate",
+        action="store_true",
+        help="stop at max_tokens (finish_reason length); by default the whole reference "
+        "output is sent whatever max_tokens says",
+    )
+    o.add_argument(
+        "--oracle-degrade",
+        metavar="half|K",
+        default=None,
+        help="a deliberately wrong oracle: every answer cut to its first half, or to its "
+        "first K characters",
+    )
 
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
@@ -488,6 +539,30 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         if kind == "fixed":
             return 0.0
         return float(ns.spread if own is None else own)
+
+    oracle = None
+    if ns.oracle is not None:
+        token_chars = ns.oracle_token_chars
+        # UsageError is a ValueError: a bad file or column is reported as a
+        # bad flag, before anything listens.
+        oracle = load_oracle(
+            parse_oracle_arg(ns.oracle),
+            token_chars=DEFAULT_TOKEN_CHARS if token_chars is None else token_chars,
+            truncate=ns.oracle_truncate,
+            degrade=None if ns.oracle_degrade is None else parse_degrade(ns.oracle_degrade),
+        )
+    else:
+        given = [
+            flag
+            for flag, value in (
+                ("--oracle-token-chars", ns.oracle_token_chars),
+                ("--oracle-truncate", ns.oracle_truncate or None),
+                ("--oracle-degrade", ns.oracle_degrade),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ValueError(f"{', '.join(given)} without --oracle")
 
     return SimConfig(
         host=ns.host,
@@ -511,6 +586,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         loop=ns.loop,
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
+        oracle=oracle,
     )
 
 

@@ -1,0 +1,16 @@
+"""Accuracy scoring: pure functions over (model outputs, ground truths), spec §2.6.
+
+* :mod:`.scorers` -- the reference client's ``eval_method`` and ``extractor``
+  names mapped to our functions, :func:`~.scorers.exact_match`, and every
+  public name below re-exported;
+* :mod:`.rouge` -- ROUGE-1/2/L/Lsum, ``gen_len``, ``gen_num`` (Llama 3.1 8B,
+  CNN/DailyMail), with NLTK's English sentence split;
+* :mod:`.extract` -- answer extraction: GPQA letters, boxed answers;
+* :mod:`.math_answers` -- the PRM800K grader MLPerf uses for MATH500;
+* :mod:`.deepseek_r1` -- MLPerf's per-subset grading of the DeepSeek-R1 set;
+* :mod:`.gates` -- the §2.6 thresholds and :func:`~.gates.check_gate`.
+
+Nothing here is imported by the rest of the package: import
+:mod:`mlpe_fast.accuracy.scorers` when an accuracy phase runs.  The heavy
+libraries (``rouge-score``/NLTK, ``sympy``, ``pylatexenc``) load on first use.
+"""

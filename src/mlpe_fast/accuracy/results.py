@@ -1,0 +1,142 @@
+"""``accuracy/accuracy_results.json``: one scored entry per accuracy dataset.
+
+The client's native format (spec §3.4; the reference client's
+``commands/benchmark/accuracy.py`` ``score_accuracy``)::
+
+    {"accuracy_scores": [
+       {"dataset_name": "cnn_dailymail", "extractor": null, "ground_truth_column": "highlights",
+        "score": {"rouge1": 38.9, ...} | 83.1, "unit_samples": 13368, "num_repeats": 1,
+        "total_samples": 13368, "duration_s": 812.4, "complete": true,
+        "dataset_type": "accuracy", "response_counts": {...}}]}
+
+What a response is scored on is the whole text it produced, as the
+reference reads it from ``events.jsonl``: reasoning, then content, then the
+tool calls as JSON (``TextModelOutput.__str__``).  Every *issued* sample
+counts: a query that failed scores as wrong (the reference divides by the
+issued count), so a run cannot look better by losing its hard answers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..artifacts.events import TextModelOutput
+from ..errors import UsageError
+from ..load.dataset import AccuracyConfig, Dataset
+from ..metrics.count_inputs import merge_tool_call_chunks
+from . import scorers
+
+__all__ = (
+    "accuracy_entry",
+    "default_method",
+    "gate_failures",
+    "output_text",
+    "write_accuracy_results",
+)
+
+
+def output_text(output: TextModelOutput | None) -> str:
+    """The text a response is scored on (module docstring); "" when the
+    query failed."""
+    if output is None:
+        return ""
+
+    def joined(value: str | tuple[str, ...] | None) -> str:
+        if not value:
+            return ""
+        return value if isinstance(value, str) else "".join(value)
+
+    text = joined(output.reasoning) + joined(output.output)
+    calls = merge_tool_call_chunks(output.tool_calls)
+    if calls:
+        text += msgspec.json.encode(list(calls)).decode()
+    return text
+
+
+def default_method(config: AccuracyConfig) -> str:
+    """The scorer of a dataset: its ``eval_method``, else exact match when an
+    extractor is named, else ROUGE (the summarisation benchmark's metric)."""
+    if config.eval_method:
+        return config.eval_method
+    return "pass_at_1" if config.extractor else "rouge"
+
+
+def accuracy_entry(
+    dataset: Dataset,
+    texts: Mapping[str, str],
+    indices: Mapping[str, int],
+    *,
+    duration_s: float,
+) -> dict[str, Any]:
+    """The ``accuracy_scores`` entry of one accuracy dataset.
+
+    Args:
+        dataset: the accuracy dataset, with its ground truth.
+        texts: sample uuid -> scored text, for every query that completed.
+        indices: sample uuid -> dataset index, for every query issued
+            (``sample_idx_map.json``).
+        duration_s: the wall time of the dataset's phase.
+
+    Raises:
+        UsageError: an unknown scorer or extractor name.
+    """
+    config = dataset.spec.accuracy or AccuracyConfig()
+    truth = dataset.ground_truth
+    if truth is None:
+        raise UsageError(f"dataset {dataset.spec.path}: no ground truth loaded")
+    method = default_method(config)
+    issued = list(indices.items())
+    predictions = [texts.get(uuid, "") for uuid, _ in issued]
+    references = [truth[index] for _, index in issued]
+    try:
+        score: Any = scorers.score_dataset(
+            method, predictions, references, extractor=config.extractor
+        )
+    except KeyError as error:  # an unknown eval_method or extractor name
+        raise UsageError(f"dataset {dataset.spec.path}: {error.args[0]}") from None
+    unit = len(dataset)
+    completed = sum(1 for uuid, _ in issued if uuid in texts)
+    empty = sum(1 for uuid, _ in issued if uuid in texts and not texts[uuid].strip())
+    return {
+        "dataset_name": dataset.name,
+        "extractor": config.extractor,
+        "ground_truth_column": config.ground_truth,
+        "score": score,
+        "unit_samples": unit,
+        "num_repeats": config.num_repeats,
+        "total_samples": unit * config.num_repeats,
+        "duration_s": round(duration_s, 3),
+        "complete": len(issued) == unit * config.num_repeats and completed == len(issued),
+        "dataset_type": "accuracy",
+        "response_counts": {
+            "issued": len(issued),
+            "completed": completed,
+            "failed": len(issued) - completed,
+            "empty": empty,
+        },
+    }
+
+
+def gate_failures(model: str, entries: Sequence[Mapping[str, Any]]) -> list[str] | None:
+    """Failures of the MLPerf accuracy gate of ``model`` (spec §2.6) over
+    the entries' scores combined as the checker combines them; None when
+    the model has no gate."""
+    if model not in scorers.THRESHOLDS:
+        return None
+    combined = scorers.combine_entries(entries)
+    return scorers.check_gate(model, combined.scores, issued_samples=combined.issued_samples)
+
+
+def write_accuracy_results(
+    path: str | os.PathLike[str], entries: Sequence[Mapping[str, Any]]
+) -> None:
+    """Writes ``{"accuracy_scores": [...]}`` indented by two spaces."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"accuracy_scores": list(entries)}
+    out.write_bytes(msgspec.json.format(msgspec.json.encode(payload), indent=2))
