@@ -696,3 +696,38 @@ def test_reference_nulls_are_accepted(tmp_path: Path) -> None:
         DatasetSpec(path="d.jsonl", name="perf", prompt_column="text_input"),
     )
     assert (config.api_key, config.report_dir, config.tokenizer) == (None, None, None)
+
+
+# Phases (accuracy runs) -------------------------------------------------------------
+
+
+def test_mode_flags_and_yaml() -> None:
+    acc = "acc:e.jsonl,accuracy_config.ground_truth=answer"
+    assert run().mode == "perf"
+    assert run("--mode", "both", "--dataset", "p.jsonl", "--dataset", acc).mode == "both"
+    assert run("--accuracy-only", "--dataset", acc).mode == "acc"
+    yaml_config = {
+        "type": "eval",
+        "submission_ref": {"model": "llama3_1-8b", "ruleset": "v1"},
+        "datasets": [
+            {"path": "e.jsonl", "type": "accuracy", "accuracy_config": {"ground_truth": "a"}}
+        ],
+    }
+    config = run(config=yaml_config)
+    assert (config.mode, config.mlperf_model) == ("acc", "llama3_1-8b")
+    assert config.datasets[0].accuracy == AccuracyConfig(ground_truth="a")
+    assert run("--dataset", acc, config={"mlpe_fast": {"mode": "acc"}}).mode == "acc"
+    assert run("--mlperf-model", "gpt-oss-120b").mlperf_model == "gpt-oss-120b"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--mode", "acc"), "--mode acc: no accuracy dataset; add --dataset acc:PATH"),
+        (("--mode", "fast"), "--mode: 'fast' is not one of perf, acc, both"),
+    ],
+)
+def test_mode_mistakes(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(UsageError) as info:
+        run(*argv)
+    assert str(info.value).startswith(message)

@@ -8,9 +8,10 @@
 * :mod:`.extract` -- answer extraction: GPQA letters, boxed answers;
 * :mod:`.math_answers` -- the PRM800K grader MLPerf uses for MATH500;
 * :mod:`.deepseek_r1` -- MLPerf's per-subset grading of the DeepSeek-R1 set;
-* :mod:`.gates` -- the §2.6 thresholds and :func:`~.gates.check_gate`.
+* :mod:`.gates` -- the §2.6 thresholds and :func:`~.gates.check_gate`;
+* :mod:`.results` -- one ``accuracy_results.json`` entry per dataset of a run;
+* :mod:`.rescore` -- ``mlpe-fast score``: the same from a finished run's log.
 
-Nothing here is imported by the rest of the package: import
-:mod:`mlpe_fast.accuracy.scorers` when an accuracy phase runs.  The heavy
-libraries (``rouge-score``/NLTK, ``sympy``, ``pylatexenc``) load on first use.
+The heavy libraries (``rouge-score``/NLTK, ``sympy``, ``pylatexenc``) load
+on first use, so a run without an accuracy phase never imports them.
 """

@@ -31,7 +31,11 @@ from ..load.dataset import AccuracyConfig, Dataset
 from ..metrics.count_inputs import merge_tool_call_chunks
 from . import scorers
 
+#: The reference client's name for MLPerf's DeepSeek-R1 per-subset scorer.
+DEEPSEEK_R1_METHOD = "legacy_mlperf_deepseek_r1"
+
 __all__ = (
+    "DEEPSEEK_R1_METHOD",
     "accuracy_entry",
     "default_method",
     "gate_failures",
@@ -93,16 +97,35 @@ def accuracy_entry(
     issued = list(indices.items())
     predictions = [texts.get(uuid, "") for uuid, _ in issued]
     references = [truth[index] for _, index in issued]
-    try:
-        score: Any = scorers.score_dataset(
-            method, predictions, references, extractor=config.extractor
-        )
-    except KeyError as error:  # an unknown eval_method or extractor name
-        raise UsageError(f"dataset {dataset.spec.path}: {error.args[0]}") from None
+    breakdown: dict[str, Any] | None = None
+    graded_all = True
+    if method == DEEPSEEK_R1_METHOD:
+        # An ensemble graded per subset (MLPerf's DeepSeek-R1 evaluator).
+        if dataset.subsets is None:
+            raise UsageError(
+                f"dataset {dataset.spec.path}: {DEEPSEEK_R1_METHOD} needs a "
+                f"'dataset' column naming each sample's subset"
+            )
+        subsets = [dataset.subsets[index] for _, index in issued]
+        result = scorers.deepseek_r1_exact_match(predictions, references, subsets)
+        score: Any = result.exact_match
+        graded_all = result.complete
+        breakdown = {
+            "subset_scores": {k: round(v, 2) for k, v in result.subset_exact_match.items()},
+            "total_samples": result.graded,
+            "complete": result.complete,
+        }
+    else:
+        try:
+            score = scorers.score_dataset(
+                method, predictions, references, extractor=config.extractor
+            )
+        except KeyError as error:  # an unknown eval_method or extractor name
+            raise UsageError(f"dataset {dataset.spec.path}: {error.args[0]}") from None
     unit = len(dataset)
     completed = sum(1 for uuid, _ in issued if uuid in texts)
     empty = sum(1 for uuid, _ in issued if uuid in texts and not texts[uuid].strip())
-    return {
+    entry: dict[str, Any] = {
         "dataset_name": dataset.name,
         "extractor": config.extractor,
         "ground_truth_column": config.ground_truth,
@@ -111,7 +134,9 @@ def accuracy_entry(
         "num_repeats": config.num_repeats,
         "total_samples": unit * config.num_repeats,
         "duration_s": round(duration_s, 3),
-        "complete": len(issued) == unit * config.num_repeats and completed == len(issued),
+        "complete": graded_all
+        and len(issued) == unit * config.num_repeats
+        and completed == len(issued),
         "dataset_type": "accuracy",
         "response_counts": {
             "issued": len(issued),
@@ -120,6 +145,9 @@ def accuracy_entry(
             "empty": empty,
         },
     }
+    if breakdown is not None:
+        entry["breakdown"] = breakdown
+    return entry
 
 
 def gate_failures(model: str, entries: Sequence[Mapping[str, Any]]) -> list[str] | None:

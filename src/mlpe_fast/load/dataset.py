@@ -77,6 +77,9 @@ _PROMPT_CANDIDATES = ("user_prompt", "question", "input", "input_text", "problem
 _SYSTEM_CANDIDATES = ("system_prompt", "system")
 _PARSER_TARGETS = ("prompt", "system")
 _ACCURACY_KEYS = ("eval_method", "ground_truth", "extractor", "num_repeats")
+
+#: The column naming each sample's subset in an ensemble accuracy set.
+SUBSET_COLUMN = "dataset"
 _OPTION_KEYS = (
     "name",
     "format",
@@ -150,12 +153,15 @@ class Sample(msgspec.Struct, frozen=True, gc=False):
 
 class Dataset(msgspec.Struct, frozen=True, gc=False):
     """A loaded dataset: its spec, its columns and its samples in file order;
-    for an accuracy dataset, the ground truth of each sample too."""
+    for an accuracy dataset, the ground truth of each sample too, and its
+    subset name when the dataset is an ensemble graded per subset (the
+    ``dataset`` column of MLPerf's DeepSeek-R1 set)."""
 
     spec: DatasetSpec
     columns: tuple[str, ...]
     samples: tuple[Sample, ...]
     ground_truth: tuple[str, ...] | None = None
+    subsets: tuple[str, ...] | None = None
 
     @property
     def name(self) -> str:
@@ -316,10 +322,12 @@ def load_dataset(spec: DatasetSpec) -> Dataset:
         rows = rows[: spec.samples]
     columns = tuple(rows[0][1])
     samples = _map_columns(spec, columns, rows)
-    truth = None
+    truth = subsets = None
     if spec.type == "accuracy":
         truth = _ground_truth(spec, columns, rows)
-    return Dataset(spec=spec, columns=columns, samples=samples, ground_truth=truth)
+        if SUBSET_COLUMN in columns:
+            subsets = tuple(str(row.get(SUBSET_COLUMN, "")) for _, row in rows)
+    return Dataset(spec=spec, columns=columns, samples=samples, ground_truth=truth, subsets=subsets)
 
 
 def _ground_truth(
