@@ -19,10 +19,13 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .errors import MlpeError, UsageError
+
+if TYPE_CHECKING:
+    from .config import RunConfig
 
 __all__ = ("main",)
 
@@ -83,16 +86,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from .config import resolve
-    from .runner import demo_config, run_point, simulated_endpoint
+    from .runner import PointResult, demo_config, run_point, simulated_endpoint
 
     config = resolve(args)
     given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
 
-    async def measure(endpoint: str) -> int:
-        result = await run_point(config_for_run, endpoint, progress=not args.no_progress)
+    async def point(config: RunConfig, endpoint: str) -> PointResult:
+        result = await run_point(config, endpoint, progress=not args.no_progress)
         print(result.table, end="")
-        if config_for_run.report_dir:
-            print(f"run folder: {config_for_run.report_dir}")
+        if config.report_dir:
+            print(f"run folder: {config.report_dir}")
+        return result
+
+    async def measure(endpoint: str) -> int:
+        if config_for_run.sweep or config_for_run.max_concurrency is not None:
+            from .sweep.runner import run_sweep
+
+            _, interrupted = await run_sweep(config_for_run, endpoint, point)
+            if interrupted:
+                print("mlpe-fast: interrupted; the curve stops at that point", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            return 0
+        result = await point(config_for_run, endpoint)
         if result.state == "interrupted":
             print("mlpe-fast: interrupted; the results cover what completed", file=sys.stderr)
             return EXIT_INTERRUPTED

@@ -76,6 +76,7 @@ __all__ = (
     "ApiType",
     "DatasetSpec",
     "Mode",
+    "OfflineKind",
     "Generation",
     "LoadPattern",
     "RunConfig",
@@ -92,6 +93,7 @@ logger = logging.getLogger(__name__)
 
 LoadPattern = Literal["concurrency", "offline", "poisson"]
 Mode = Literal["perf", "acc", "both"]
+OfflineKind = Literal["dedicated", "elected", "none"]
 ApiType = Literal["openai", "openai-completions"]
 Streaming = Literal["auto", "on", "off"]
 
@@ -214,6 +216,15 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         mlperf_model: the benchmark's canonical model name (spec §2.8,
             YAML ``submission_ref.model``), for the accuracy gate; "" when
             unknown.
+        sweep: the concurrencies of a curve (``--concurrency 1,4,16``);
+            empty for one point at ``concurrency``.
+        max_concurrency: the system's C_max (``--max-concurrency``); with
+            no list, the sweep's points are planned from it (spec §2.1-2.2).
+        offline: the curve's Offline point (spec §2.3): "dedicated" (a
+            burst of the whole dataset), "elected" (the C_max point) or
+            "none".
+        whole_passes: a duration ends at the end of a dataset pass (spec
+            §2.4; set for the points of a curve).
     """
 
     endpoints: tuple[str, ...] = ()
@@ -242,6 +253,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     use_legacy_loadgen_qps_metrics: bool = True
     mode: Mode = "perf"
     mlperf_model: str = ""
+    sweep: tuple[int, ...] = ()
+    max_concurrency: int | None = None
+    offline: OfflineKind = "dedicated"
+    whole_passes: bool = False
 
     @property
     def stream(self) -> bool:
@@ -530,6 +545,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "warmup_seed": ("seed.warmup", "--warmup-seed"),
     "mode": ("mode", "--mode"),
     "mlperf_model": ("mlperf_model", "--mlperf-model"),
+    "max_concurrency": ("max_concurrency", "--max-concurrency"),
+    "offline": ("offline", "--offline"),
 }
 
 
@@ -578,7 +595,22 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="concurrency (default), max_throughput (alias offline) or poisson",
     )
-    p.add_argument("--concurrency", metavar="N", help="requests in flight (default 1)")
+    p.add_argument(
+        "--concurrency",
+        metavar="N[,N...]",
+        help="requests in flight (default 1); a list measures a curve, one point each",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        metavar="C_MAX",
+        help="the system's maximum supported concurrency; without a --concurrency list, "
+        "plans the curve's points (spec §2.1)",
+    )
+    p.add_argument(
+        "--offline",
+        metavar="dedicated|elected|none",
+        help="the curve's Offline point (default dedicated: the whole dataset at once)",
+    )
     p.add_argument("--target-qps", metavar="QPS", help="arrival rate for poisson")
     p.add_argument("--num-samples", metavar="N", help="queries to issue")
     p.add_argument(
@@ -713,7 +745,17 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             )
     elif target_qps is not None:
         load_pattern = "poisson"
-    concurrency = _opt(get("concurrency"), _positive_int)
+    sweep: tuple[int, ...] = ()
+    concurrency: int | None = None
+    if (found := get("concurrency")) is not None:
+        sweep = _concurrencies(found)
+        concurrency = sweep[0]
+        if len(sweep) == 1:
+            sweep = ()
+    max_concurrency = _opt(get("max_concurrency"), _positive_int)
+    offline: OfflineKind = "dedicated"
+    if (found := get("offline")) is not None:
+        offline = _choice(found, {k: k for k in ("dedicated", "elected", "none")}, {})
     if load_pattern == "poisson" and target_qps is None:
         where = _where(fields, "load_pattern", "--load-pattern poisson")
         raise UsageError(
@@ -843,6 +885,9 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         use_legacy_loadgen_qps_metrics=True if legacy_qps is None else legacy_qps,
         mode=mode,
         mlperf_model=_opt(get("mlperf_model"), _string) or "",
+        sweep=sweep,
+        max_concurrency=max_concurrency,
+        offline=offline,
     )
 
 
@@ -944,6 +989,20 @@ def _int(found: tuple[Any, str], minimum: int | None = None) -> int:
         )
         raise UsageError(f"{where}: expected {what}, got {_short(value)}")
     return number
+
+
+def _concurrencies(found: tuple[Any, str]) -> tuple[int, ...]:
+    """One concurrency, or a list (``1,4,16`` or a YAML list): sorted, unique."""
+    value, where = found
+    if isinstance(value, list):
+        items: list[Any] = value
+    elif isinstance(value, str) and "," in value:
+        items = value.split(",")
+    else:
+        items = [value]
+    if not items:
+        raise UsageError(f"{where}: expected a positive integer or a list of them")
+    return tuple(sorted({_positive_int((item, where)) for item in items}))
 
 
 def _positive_int(found: tuple[Any, str]) -> int:

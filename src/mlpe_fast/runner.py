@@ -360,6 +360,7 @@ async def _performance(
         max_requests=_request_count(config, len(dataset)),
         duration_ns=None if config.duration_s is None else int(config.duration_s * 1e9),
         seed=config.seeds.scheduler,
+        pass_size=len(dataset) if config.whole_passes else None,
     )
     stop.phase = phase
     chat = config.api_type == "openai"

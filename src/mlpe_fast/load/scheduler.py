@@ -43,6 +43,9 @@ class Phase:
         target_qps: mean arrival rate for "poisson".
         max_requests: stop issuing after this many (None: no limit).
         duration_ns: stop issuing this long after the phase started.
+        pass_size: with a duration, issue on to the end of the dataset pass
+            under way (spec §2.4: at least one full pass, and the issued
+            count a whole number of passes); None or 0: stop at once.
         seed: the scheduler RNG seed (Poisson inter-arrival times).
     """
 
@@ -55,6 +58,7 @@ class Phase:
         max_requests: int | None = None,
         duration_ns: int | None = None,
         seed: int = 0,
+        pass_size: int | None = None,
     ) -> None:
         if max_requests is None and duration_ns is None:
             raise ValueError("a phase needs a request count or a duration")
@@ -64,6 +68,7 @@ class Phase:
         self.max_requests = max_requests
         self.duration_ns = duration_ns
         self.seed = seed
+        self.pass_size = pass_size
         self.issued = 0
         self.completed = 0
         self.failed = 0
@@ -106,7 +111,12 @@ async def run_phase(
         if issuing and (
             phase.stop_requested
             or (phase.max_requests is not None and phase.issued >= phase.max_requests)
-            or (deadline is not None and monotonic_ns() >= deadline)
+            or (
+                deadline is not None
+                and monotonic_ns() >= deadline
+                # whole passes: a duration ends at the end of a dataset pass
+                and (not phase.pass_size or phase.issued % phase.pass_size == 0)
+            )
         ):
             issuing = False
             phase.t_stop_issuing = monotonic_ns()

@@ -1,0 +1,258 @@
+"""A curve: every point of a sweep measured in turn, each in its own run folder.
+
+MLPerf Endpoints results are a Pareto curve of 7 to 32 points plus an
+Offline point (spec §2.1).  ``mlpe-fast run --concurrency 1,4,16,...``
+measures each listed concurrency into ``REPORT_DIR/r<N>/`` (a full run
+folder each, spec §3.1), with the same model, endpoint, dataset and seeds at
+every point; ``--max-concurrency C_MAX`` without a list plans the points
+(:mod:`.plan`).
+
+* **Offline** (spec §2.3): ``dedicated`` adds a point that issues the whole
+  dataset at once, in ``r<dataset size>`` (its reported concurrency);
+  ``elected`` labels the ``C_max`` point Offline; ``none`` adds nothing.
+* **Durations** (spec §2.4): unless the user gives ``--duration`` or
+  ``--num-samples``, each point issues for the rules' minimum (600 s at
+  concurrency <= 32, 1200 s above) and on to the end of the dataset pass
+  under way, so that at least one full pass is issued and the count is a
+  whole number of passes.  A shorter ``--duration`` is a development run:
+  the output says so for every point.
+* **Accuracy** (``--mode both``, spec §2.6): one accuracy run in each
+  mandatory band -- Ultra Low, Low, Medium, High, as the regions of
+  ``C_max`` place the points -- and at the Offline point; none at the other
+  points, which the checker would reject.  Below ``C_max`` = 33 there are
+  no regions and every point gets one.
+* **Resuming**: a point whose folder already holds a complete summary (and
+  its accuracy results, where due) is skipped; an interrupted or missing
+  one is measured again.
+
+``pareto.json`` in ``REPORT_DIR`` lists the points (concurrency, region,
+Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import msgspec
+
+from ..config import RunConfig
+from ..errors import UsageError
+from ..load.dataset import load_dataset
+from .plan import check_plan, plan_points, point_duration_s
+from .regions import region_of, regions
+
+__all__ = ("SweepPoint", "accuracy_points", "plan_problems", "plan_sweep", "run_sweep")
+
+#: Mandatory accuracy bands (spec §2.6): the region names of the checker.
+_BANDS = ("low_latency", "low_concurrency", "med_concurrency", "high_concurrency")
+
+
+class SweepPoint(msgspec.Struct, frozen=True):
+    """One point of a curve: its concurrency, what it is, and its folder."""
+
+    concurrency: int
+    region: str
+    offline: str  # "dedicated", "elected" or "none" (a fixed-concurrency point)
+    accuracy: bool
+    folder: str
+
+
+def _region(concurrency: int, c_max: int, c_min: int) -> str:
+    if c_max <= 32:
+        return "low_latency"
+    return region_of(concurrency, regions(c_max, c_min))
+
+
+def accuracy_points(concurrencies: Sequence[int], c_max: int) -> set[int]:
+    """The fixed-concurrency points that carry an accuracy run: the lowest
+    point of each mandatory band (spec §2.6); every point when ``C_max``
+    gives no regions."""
+    if c_max <= 32:
+        return set(concurrencies)
+    c_min = min(*concurrencies, 32)
+    chosen: dict[str, int] = {}
+    for n in sorted(concurrencies):
+        band = _region(n, c_max, c_min)
+        if band in _BANDS:
+            chosen.setdefault(band, n)
+    return set(chosen.values())
+
+
+def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
+    """The points of the curve ``config`` asks for (module docstring).
+
+    Raises:
+        UsageError: no report directory, or ``C_max`` below a listed point.
+    """
+    if not config.report_dir:
+        raise UsageError("a curve needs --report-dir (one run folder per point)")
+    root = Path(config.report_dir)
+    if config.sweep:
+        levels = list(config.sweep)
+    elif config.max_concurrency is not None:
+        levels = plan_points(config.max_concurrency, offline=config.offline)
+    else:
+        raise UsageError("a curve needs --concurrency N,N,... or --max-concurrency C_MAX")
+    c_max = config.max_concurrency or max(levels)
+    c_min = min(*levels, 32)
+    if c_max > 32:
+        margin = regions(c_max, c_min).margin.last
+        if max(levels) > margin:
+            raise UsageError(
+                f"--concurrency {max(levels)} is above the margin of --max-concurrency "
+                f"{c_max} (largest allowed: {margin})"
+            )
+    with_accuracy = accuracy_points(levels, c_max) if config.mode == "both" else set()
+    points = []
+    for n in levels:
+        elected = config.offline == "elected" and n == c_max
+        points.append(
+            SweepPoint(
+                concurrency=n,
+                region=_region(n, c_max, c_min),
+                offline="elected" if elected else "none",
+                accuracy=n in with_accuracy or (elected and config.mode == "both"),
+                folder=str(root / f"r{n}"),
+            )
+        )
+    if config.offline == "dedicated":
+        points.append(
+            SweepPoint(
+                concurrency=dataset_size,
+                region="submitters_choice",
+                offline="dedicated",
+                accuracy=config.mode == "both",
+                folder=str(root / f"r{dataset_size}"),
+            )
+        )
+    return points
+
+
+def _point_config(config: RunConfig, point: SweepPoint) -> tuple[RunConfig, str | None]:
+    """The run configuration of one point, and a development-duration note."""
+    changes: dict[str, Any] = {
+        "sweep": (),
+        "report_dir": point.folder,
+        "whole_passes": True,
+        "mode": config.mode if config.mode != "both" or point.accuracy else "perf",
+    }
+    note = None
+    if point.offline == "dedicated":
+        changes |= {"load_pattern": "offline", "concurrency": point.concurrency}
+        changes |= {"num_samples": point.concurrency, "duration_s": None}
+    else:
+        changes |= {"load_pattern": "concurrency", "concurrency": point.concurrency}
+        rule = point_duration_s(point.concurrency)
+        if config.num_samples is None and config.duration_s is None:
+            changes["duration_s"] = rule
+        elif config.duration_s is not None and config.duration_s < rule:
+            note = (
+                f"development duration: {config.duration_s:g} s at concurrency "
+                f"{point.concurrency} (the rules ask for {rule:g} s; spec §2.4)"
+            )
+    return msgspec.structs.replace(config, **changes), note
+
+
+def _done(point: SweepPoint) -> dict[str, Any] | None:
+    """The stored summary of a point measured completely before, else None."""
+    folder = Path(point.folder)
+    summary_path = folder / "performance" / "result_summary.json"
+    try:
+        summary = json.loads(summary_path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("state") != "complete":
+        return None
+    if point.accuracy and not (folder / "accuracy" / "accuracy_results.json").is_file():
+        return None
+    return summary
+
+
+def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
+    ttft = summary.get("ttft", {}).get("percentiles", {}).get("90.0")
+    return {
+        "concurrency": point.concurrency,
+        "region": point.region,
+        "offline": point.offline,
+        "system_tps": summary.get("system_tps"),
+        "tps_per_user": summary.get("tps_per_user"),
+        "ttft_p90_ms": None if ttft is None else ttft / 1e6,
+        "accuracy": point.accuracy,
+        "folder": point.folder,
+    }
+
+
+def _table(rows: Sequence[dict[str, Any]]) -> str:
+    def num(value: Any, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    lines = [
+        "",
+        "curve",
+        f"  {'concurrency':>11}  {'region':<17} {'system tok/s':>13} {'tok/s/user':>11}"
+        f" {'TTFT p90 ms':>12}  notes",
+    ]
+    for row in rows:
+        notes = []
+        if row["offline"] != "none":
+            notes.append(f"Offline ({row['offline']})")
+        if row["accuracy"]:
+            notes.append("accuracy")
+        lines.append(
+            f"  {row['concurrency']:>11}  {row['region']:<17} {num(row['system_tps'], ',.1f'):>13}"
+            f" {num(row['tps_per_user'], ',.1f'):>11} {num(row['ttft_p90_ms'], ',.2f'):>12}"
+            f"  {', '.join(notes)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plan_problems(config: RunConfig, points: Sequence[SweepPoint]) -> list[str]:
+    """What the checker would say about this curve's points (spec §2.1-2.2),
+    so that a user's list is questioned before hours are spent on it."""
+    if config.max_concurrency is None or config.max_concurrency <= 32:
+        return []
+    fixed = [p.concurrency for p in points if p.offline != "dedicated"]
+    return check_plan(fixed, config.max_concurrency, config.offline)
+
+
+async def run_sweep(
+    config: RunConfig,
+    endpoint: str,
+    measure: Callable[[RunConfig, str], Coroutine[Any, Any, Any]],
+    *,
+    out: TextIO | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Measures every point of the curve in turn with ``measure`` (the
+    single-point runner); returns the curve's rows and whether it was
+    interrupted.  Writes ``pareto.json`` and prints the curve table."""
+    out = sys.stdout if out is None else out
+    datasets = config.performance_datasets
+    if not datasets:
+        raise UsageError("no performance dataset: pass --dataset PATH[,parser.prompt=COLUMN]")
+    points = plan_sweep(config, len(load_dataset(datasets[0])))
+    for problem in plan_problems(config, points):
+        print(f"mlpe-fast: warning: {problem}", file=out)
+    rows: list[dict[str, Any]] = []
+    interrupted = False
+    for point in points:
+        stored = _done(point)
+        if stored is not None:
+            print(f"mlpe-fast: r{point.concurrency} is complete already: skipped", file=out)
+            rows.append(_row(point, stored))
+            continue
+        point_config, note = _point_config(config, point)
+        if note:
+            print(f"mlpe-fast: {note}", file=out)
+        result = await measure(point_config, endpoint)
+        rows.append(_row(point, result.summary))
+        if result.state == "interrupted":
+            interrupted = True
+            break
+    root = Path(config.report_dir or ".")
+    (root / "pareto.json").write_text(json.dumps({"points": rows}, indent=2), encoding="utf-8")
+    print(_table(rows), end="", file=out)
+    return rows, interrupted
