@@ -25,7 +25,6 @@ own files.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +48,7 @@ from .artifacts.events import (
     PromptData,
     TextModelOutput,
 )
+from .artifacts.run_folder import read_config_yaml
 from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
 from .engine.record import RequestRecord
 from .errors import UsageError
@@ -162,19 +162,6 @@ def _record(uuid: str, index: int, query: _Query) -> RequestRecord:
     )
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
-    """The folder's ``config.yaml`` as a plain mapping.  Read leniently (no
-    schema check): the reference's files carry settings of its own."""
-    if not path.is_file():
-        return {}
-    yaml = importlib.import_module("yaml")  # PyYAML has no type stubs here
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise UsageError(f"cannot read {path}: {' '.join(str(error).split())}") from None
-    return loaded if isinstance(loaded, dict) else {}
-
-
 def _section(mapping: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     for key in keys:
         value = mapping.get(key)
@@ -194,7 +181,7 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
     events = root / "events.jsonl"
     if not events.is_file():
         raise UsageError(f"{root}: no events.jsonl (is this a run folder?)")
-    config = _load_yaml(root / "config.yaml")
+    config = read_config_yaml(root)
     model_params = _section(config, "model_params")
     settings = _section(config, "settings")
     load_pattern = _section(settings, "load_pattern")

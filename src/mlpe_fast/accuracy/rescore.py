@@ -13,7 +13,6 @@ unless ``--output`` says otherwise.
 from __future__ import annotations
 
 import argparse
-import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from ..artifacts.events import (
     EventRecord,
     TextModelOutput,
 )
+from ..artifacts.run_folder import read_config_yaml
 from ..config import dataset_from_yaml
 from ..errors import UsageError
 from ..load.dataset import DatasetSpec, load_dataset, parse_dataset_arg
@@ -34,18 +34,6 @@ from .results import accuracy_entry, gate_failures, output_text, write_accuracy_
 __all__ = ("add_arguments", "main", "rescore")
 
 _DECODER = msgspec.json.Decoder(EventRecord)
-
-
-def _config(root: Path) -> dict[str, Any]:
-    path = root / "config.yaml"
-    if not path.is_file():
-        return {}
-    yaml = importlib.import_module("yaml")  # PyYAML has no type stubs here
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise UsageError(f"cannot read {path}: {' '.join(str(error).split())}") from None
-    return loaded if isinstance(loaded, dict) else {}
 
 
 def _specs(config: Mapping[str, Any], given: Sequence[str]) -> list[DatasetSpec]:
@@ -104,7 +92,7 @@ def rescore(folder: str | Path, datasets: Sequence[str] = ()) -> tuple[list[dict
     for needed in (events, index_path):
         if not needed.is_file():
             raise UsageError(f"{root}: no {needed.name} (is this a run folder?)")
-    config = _config(root)
+    config = read_config_yaml(root)
     try:
         index_map = msgspec.json.decode(index_path.read_bytes(), type=dict[str, dict[str, int]])
     except (msgspec.DecodeError, msgspec.ValidationError) as error:

@@ -21,13 +21,34 @@ a lost run; the rest when the point ends, interrupted or not.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
 from .summary import write_json
 
-__all__ = ("RunFolder",)
+__all__ = ("RunFolder", "read_config_yaml")
+
+
+def read_config_yaml(folder: str | Path) -> dict[str, Any]:
+    """A run folder's ``config.yaml`` as a plain mapping ({} when absent).
+
+    Read leniently, without :func:`mlpe_fast.config.load_yaml`'s schema
+    check: folders the reference client wrote carry settings of its own.
+
+    Raises:
+        UsageError: the file is not readable YAML.
+    """
+    path = Path(folder) / "config.yaml"
+    if not path.is_file():
+        return {}
+    yaml = importlib.import_module("yaml")  # PyYAML has no type stubs here
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"cannot read {path}: {' '.join(str(error).split())}") from None
+    return loaded if isinstance(loaded, dict) else {}
 
 
 class RunFolder:

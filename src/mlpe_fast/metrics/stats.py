@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..engine.record import RequestRecord
+from .series import PERCENTILES  # the reference client's grid (reference-client.md §2.2)
 from .tokens import TokenCounts
 
 __all__ = (
@@ -50,22 +51,6 @@ __all__ = (
     "PointStats",
     "distribution",
     "point_stats",
-)
-
-#: The reference client's percentile grid (reference-client.md §2.2).
-PERCENTILES: tuple[float, ...] = (
-    99.9,
-    99.0,
-    97.0,
-    95.0,
-    90.0,
-    80.0,
-    75.0,
-    50.0,
-    25.0,
-    10.0,
-    5.0,
-    1.0,
 )
 
 
