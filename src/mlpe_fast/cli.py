@@ -4,6 +4,7 @@
     mlpe-fast serve [--port 0 --ttft-ms 20 --itl-ms 2 ...]
     mlpe-fast analyze RUN_FOLDER [--tokenizer DIR]
     mlpe-fast score RUN_FOLDER [--dataset acc:PATH,...]
+    mlpe-fast init | bundle REPORT_DIR --system FILE --out DIR | check BUNDLE
 
 Exit status: 0 done; 2 a mistake in the command or its files (one line on
 stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
@@ -81,6 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score the accuracy datasets of a run folder from its recorded outputs.",
     )
     add_score_arguments(score)
+    from .submission import commands as submission
+
+    for name, adder, text in (
+        ("init", submission.add_init_arguments, "write a system description template"),
+        ("bundle", submission.add_bundle_arguments, "build a submission bundle from a curve"),
+        ("check", submission.add_check_arguments, "run the official checker on a bundle"),
+    ):
+        adder(commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + "."))
     return parser
 
 
@@ -166,6 +175,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .accuracy.rescore import main as score_main
 
             return score_main(args)
+        if args.command in ("init", "bundle", "check"):
+            from .submission import commands as submission
+
+            command: Callable[[argparse.Namespace], int] = getattr(submission, args.command)
+            return command(args)
         parser.print_help()
         return 0
     except UsageError as error:
