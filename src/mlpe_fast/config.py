@@ -225,6 +225,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             "none".
         whole_passes: a duration ends at the end of a dataset pass (spec
             §2.4; set for the points of a curve).
+        max_connections: the client's connection cap (YAML
+            ``settings.client.max_connections``); None: one per request.
     """
 
     endpoints: tuple[str, ...] = ()
@@ -257,6 +259,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrency: int | None = None
     offline: OfflineKind = "dedicated"
     whole_passes: bool = False
+    max_connections: int | None = None
 
     @property
     def stream(self) -> bool:
@@ -357,7 +360,7 @@ _SCHEMA: _Schema = {
             "drain": "warmup.drain",
             "warmup_random_seed": "seed.warmup",
         },
-        "client": _IGNORE_TREE,
+        "client": {"max_connections": "max_connections", "*": _IGNORE_TREE},
         "drain": _IGNORE_TREE,
         "profiling": _IGNORE_TREE,
         "early_stopping": _IGNORE_TREE,
@@ -493,7 +496,7 @@ def _walk(
         where = _join(prefix, str(key))
         if key in skip:
             continue
-        target = schema.get(str(key))
+        target = schema.get(str(key), schema.get("*"))  # "*": any other key
         if target is None:
             raise UsageError(f"unknown key {where!r}")
         if value is None:  # YAML null: not set
@@ -547,6 +550,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "mlperf_model": ("mlperf_model", "--mlperf-model"),
     "max_concurrency": ("max_concurrency", "--max-concurrency"),
     "offline": ("offline", "--offline"),
+    "max_connections": ("max_connections", "--max-connections"),
 }
 
 
@@ -569,6 +573,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--model", help="model name sent in every request")
     p.add_argument("--api-key", metavar="KEY", help="API key (Authorization: Bearer)")
+    p.add_argument(
+        "--max-connections",
+        metavar="N",
+        help="at most N connections; more requests wait for one (default: one per request)",
+    )
     p.add_argument(
         "--api-type",
         metavar="TYPE",
@@ -888,6 +897,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         sweep=sweep,
         max_concurrency=max_concurrency,
         offline=offline,
+        max_connections=_max_connections(get("max_connections")),
     )
 
 
@@ -989,6 +999,16 @@ def _int(found: tuple[Any, str], minimum: int | None = None) -> int:
         )
         raise UsageError(f"{where}: expected {what}, got {_short(value)}")
     return number
+
+
+def _max_connections(found: tuple[Any, str] | None) -> int | None:
+    """A connection cap; the reference's -1 (automatic) means none."""
+    if found is None:
+        return None
+    value = _int(found)
+    if value == -1:
+        return None
+    return _positive_int(found)
 
 
 def _concurrencies(found: tuple[Any, str]) -> tuple[int, ...]:

@@ -43,7 +43,7 @@ from .artifacts.events import (
     write_sample_idx_map,
 )
 from .artifacts.run_folder import RunFolder
-from .artifacts.summary import final_snapshot, report_text, result_summary
+from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
 from .config import RunConfig
 from .engine import Client, ClientConfigError, RequestRecord
 from .engine._reader import monotonic_ns
@@ -54,6 +54,7 @@ from .load.requests import Prompt, RequestFeed
 from .load.scheduler import Phase, run_phase
 from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.stats import PointStats, point_stats
+from .metrics.steady_state import PointQueries, detect_steady_state
 from .metrics.tokens import TokenCounter, TokenCounts, count_job, load_tokenizer
 from .metrics.usage_check import usage_cross_check
 from .report.progress import Progress
@@ -200,6 +201,7 @@ async def run_point(
             connect_timeout=config.timeouts.connect_s,
             idle_timeout=config.timeouts.idle_s,
             total_timeout=config.timeouts.total_s,
+            max_connections=config.max_connections,
         )
     except ClientConfigError as error:
         raise UsageError(str(error)) from None
@@ -289,11 +291,38 @@ async def run_point(
         if config.mode != "acc":
             report = report_text(summary, title=_title(config))
             folder.write_results(summary, snapshot, report + accuracy_lines)
+            if dataset is not None and config.load_pattern == "concurrency" and records:
+                steady = _steady_state(records, counts, len(dataset), config.concurrency)
+                write_json(folder.steady_state, steady, encoder="stdlib")
         else:
             folder.report_txt.write_text(table, encoding="utf-8")
         if entries:
             write_accuracy_results(folder.accuracy_results, entries)
     return PointResult(config, endpoint, records, stats, audit, table, summary, state, entries)
+
+
+def _steady_state(
+    records: list[RequestRecord], counts: TokenCounts, dataset_size: int, concurrency: int
+) -> dict[str, Any]:
+    """The point's steady-state analysis (spec §1.4), for ``steady_state.json``
+    and the ``point.yaml`` block of a submission: its queries in issue
+    order, with the TTFT and TPOT samples the metrics use."""
+    order = sorted(range(len(records)), key=lambda i: records[i].t_issue)
+    t_issue, t_done, ttft, tpot, osl = [], [], [], [], []
+    for i in order:
+        record = records[i]
+        first, done = record.response.t_first, record.response.t_done
+        finish = record.t_end if done is None else done
+        ok = record.error_class is None
+        t_issue.append(record.t_issue)
+        t_done.append(finish if ok else None)
+        ttft.append(None if not ok or first is None else first - record.t_issue)
+        tokens = int(counts.tpot_tokens[i])
+        tpot.append((finish - first) / tokens if ok and first is not None and tokens > 0 else None)
+        osl.append(int(counts.osl[i]) if ok and counts.osl[i] >= 0 else None)
+    queries = PointQueries.from_columns(t_issue, t_done, ttft, tpot, osl)
+    result = detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
+    return {"point_yaml": result.to_point_yaml(), "reason": result.reason}
 
 
 def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:

@@ -266,6 +266,51 @@ def test_close_cancels_requests_in_flight(run: Runner) -> None:
     run(main())
 
 
+def test_connection_cap_queues_requests_in_order(run: Runner) -> None:
+    async def main() -> None:
+        done: list[RequestRecord] = []
+        async with serve(keep_alive_server) as url, Client(url, max_connections=2) as client:
+            finished = asyncio.Event()
+
+            def on_done(record: RequestRecord) -> None:
+                done.append(record)
+                if len(done) == 12:
+                    finished.set()
+
+            for i in range(12):
+                client.issue(BODY, on_done, sample_index=i)
+            await asyncio.wait_for(finished.wait(), 10)
+            assert client.connections_opened == 2  # never more than the cap
+        assert all(r.ok for r in done)
+        assert sorted(r.sample_index for r in done) == list(range(12))
+        # waiting requests are written later: t_issue follows the queue
+        issued = [r.t_issue for r in sorted(done, key=lambda r: r.sample_index)]
+        assert issued[2:] >= issued[:2]
+
+    run(main())
+
+
+def test_cancelling_ends_waiting_requests_too(run: Runner) -> None:
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(10)
+
+    async def main() -> None:
+        done: list[RequestRecord] = []
+        async with serve(never_answers) as url:
+            client = Client(url, max_connections=1)
+            client.open()
+            for _ in range(4):
+                client.issue(BODY, done.append)
+            while client.connections_opened < 1:
+                await asyncio.sleep(0.01)
+            await client.cancel_in_flight()
+            await client.aclose()
+        assert [r.error_class for r in done] == ["Cancelled"] * 4
+
+    run(main())
+
+
 @pytest.mark.parametrize(
     "url",
     ["https://example.com", "ftp://x", "http://", "http://h:99999", "localhost:8000"],
@@ -273,6 +318,11 @@ def test_close_cancels_requests_in_flight(run: Runner) -> None:
 def test_bad_urls_are_refused(url: str) -> None:
     with pytest.raises(ClientConfigError):
         Client(url)
+
+
+def test_bad_connection_cap_is_refused() -> None:
+    with pytest.raises(ClientConfigError, match="max_connections"):
+        Client("http://127.0.0.1:1", max_connections=0)
 
 
 def test_bad_timeout_is_refused() -> None:

@@ -33,6 +33,7 @@ RUN_FILES = {
     "performance/result_summary.json",
     "metrics/final_snapshot.json",
     "metrics/.ready",
+    "steady_state.json",
 }
 
 

@@ -50,6 +50,8 @@ def test_a_curve_writes_a_folder_per_point_and_resumes(
     assert [p["offline"] for p in curve] == ["none", "none", "none", "dedicated"]
     assert all(p["system_tps"] > 0 for p in curve)
     assert "curve" in out and "Offline (dedicated)" in out
+    html = (report / "pareto.html").read_text(encoding="utf-8")
+    assert "Offline (dedicated)" in html and "http://" not in html
 
     # Again: every point is complete, nothing is measured.
     before = {p: p.stat().st_mtime_ns for p in report.rglob("result_summary.json")}

@@ -57,7 +57,7 @@ def test_multiple_choice_counts_every_issued_query(tmp_path: Path) -> None:
         "u6": "",
     }
     entry = accuracy_entry(data, texts, indices, duration_s=1.23456)
-    assert entry["score"] == pytest.approx(100 * 3 / 8)  # over the 8 issued
+    assert entry["score"] == {"exact_match": pytest.approx(100 * 3 / 8)}  # over the 8 issued
     assert entry["unit_samples"] == 4 and entry["num_repeats"] == 2
     assert entry["total_samples"] == 8
     assert entry["response_counts"] == {"issued": 8, "completed": 5, "failed": 3, "empty": 1}
@@ -76,7 +76,7 @@ def test_deepseek_r1_is_graded_per_subset(tmp_path: Path) -> None:
     data = dataset(tmp_path, rows, eval_method="legacy_mlperf_deepseek_r1")
     texts = {"u0": "ANSWER: A", "u1": "\\boxed{3}", "u2": "\\boxed{5}", "u3": "code"}
     entry = accuracy_entry(data, texts, {f"u{i}": i for i in range(4)}, duration_s=0)
-    assert entry["score"] == pytest.approx(100 * 2 / 3)  # LiveCodeBench is not graded
+    assert entry["score"] == {"exact_match": pytest.approx(100 * 2 / 3)}  # LCB: not graded
     assert entry["breakdown"]["subset_scores"] == {"gpqa": 100.0, "aime": 50.0}
     assert entry["complete"] is False  # a subset left ungraded
 

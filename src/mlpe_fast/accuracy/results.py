@@ -34,6 +34,9 @@ from . import scorers
 #: The reference client's name for MLPerf's DeepSeek-R1 per-subset scorer.
 DEEPSEEK_R1_METHOD = "legacy_mlperf_deepseek_r1"
 
+#: The metric name of exact-match scores (the checker's threshold key, spec §2.6).
+EXACT_MATCH = "exact_match"
+
 __all__ = (
     "DEEPSEEK_R1_METHOD",
     "accuracy_entry",
@@ -108,7 +111,7 @@ def accuracy_entry(
             )
         subsets = [dataset.subsets[index] for _, index in issued]
         result = scorers.deepseek_r1_exact_match(predictions, references, subsets)
-        score: Any = result.exact_match
+        score: Any = {EXACT_MATCH: result.exact_match}
         graded_all = result.complete
         breakdown = {
             "subset_scores": {k: round(v, 2) for k, v in result.subset_exact_match.items()},
@@ -122,6 +125,10 @@ def accuracy_entry(
             )
         except KeyError as error:  # an unknown eval_method or extractor name
             raise UsageError(f"dataset {dataset.spec.path}: {error.args[0]}") from None
+        if not isinstance(score, dict):
+            # Named, so that the checker gates it by name rather than warning
+            # about an unnamed scalar (the reference writes the bare number).
+            score = {EXACT_MATCH: score}
     unit = len(dataset)
     completed = sum(1 for uuid, _ in issued if uuid in texts)
     empty = sum(1 for uuid, _ in issued if uuid in texts and not texts[uuid].strip())

@@ -169,8 +169,10 @@ def config_to_yaml_dict(
         "model_params": model_params,
         "datasets": datasets,
         "settings": {"runtime": runtime, "load_pattern": load_pattern, "warmup": warmup},
-        "endpoint_config": endpoint_config,
     }
+    if config.max_connections is not None:
+        out["settings"]["client"] = {"max_connections": config.max_connections}
+    out["endpoint_config"] = endpoint_config
     if config.report_dir is not None:
         out["report_dir"] = config.report_dir
     out["mlpe_fast"] = {

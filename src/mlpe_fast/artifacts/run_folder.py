@@ -11,6 +11,8 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     ├── sample_idx_map.json               {phase: {sample_uuid: dataset index}}
     ├── performance/result_summary.json   the point's metrics (what the checker reads)
     ├── accuracy/accuracy_results.json    scored accuracy datasets (--mode acc|both)
+    ├── steady_state.json                 the steady-state analysis (spec §1.4) and its
+    │                                     point.yaml block (fixed-concurrency points)
     └── metrics/final_snapshot.json       the counters and series the summary came from
         metrics/.ready                    touched when counting is ready, at the start
 
@@ -84,6 +86,10 @@ class RunFolder:
     @property
     def accuracy_results(self) -> Path:
         return self.path / "accuracy" / "accuracy_results.json"
+
+    @property
+    def steady_state(self) -> Path:
+        return self.path / "steady_state.json"
 
     @property
     def final_snapshot(self) -> Path:

@@ -58,6 +58,9 @@ class Client:
         max_event, max_body: decoder limits (``csrc/mlpe_sse.h``,
             ``csrc/mlpe_response.h``).
         record_chunk_times: keep one stamp per content-bearing event.
+        max_connections: at most this many connections at once; further
+            requests wait for one (:class:`~.connection.ConnectionPool`).
+            None: one per request in flight.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class Client:
         max_event: int = 1 << 20,
         max_body: int = 16 << 20,
         record_chunk_times: bool = False,
+        max_connections: int | None = None,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme != "http":
@@ -91,6 +95,9 @@ class Client:
         ):
             if value is not None and not value > 0:
                 raise ClientConfigError(f"{name} must be a positive number of seconds, not {value}")
+        if max_connections is not None and max_connections < 1:
+            raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
+        self._max_connections = max_connections
         self.base_url = base_url
         self.host = parts.hostname
         self.port = port
@@ -144,6 +151,7 @@ class Client:
             connect_timeout=self._connect_timeout,
             decoder_options=self._decoder_options,
             on_connect_failed=self._connect_failed,
+            max_connections=self._max_connections,
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections import deque
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -202,7 +203,14 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
 
 
 class ConnectionPool:
-    """The connections to one endpoint (rule 1)."""
+    """The connections to one endpoint (rule 1).
+
+    ``max_connections`` caps the connections open or opening at once (the
+    reference client's ``--max-connections``); a request that finds none
+    free waits, in order, for the next connection released, so its
+    ``t_issue`` (when its bytes are written) comes after the wait.  None:
+    one connection per request in flight.
+    """
 
     def __init__(
         self,
@@ -212,6 +220,7 @@ class ConnectionPool:
         connect_timeout: float,
         decoder_options: dict[str, Any],
         on_connect_failed: Callable[[Exchange, str, str], object],
+        max_connections: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -221,6 +230,9 @@ class ConnectionPool:
         self._idle: list[Connection] = []
         self._open: set[Connection] = set()
         self._connecting: set[asyncio.Task[None]] = set()
+        self._waiting: deque[Exchange] = deque()
+        self._not_started: dict[asyncio.Task[None], Exchange] = {}
+        self.max_connections = max_connections
         self.connections_opened = 0
         self.connect_ns_total = 0
 
@@ -232,11 +244,35 @@ class ConnectionPool:
             if not connection.closed:
                 connection.start(exchange)
                 return
+        if self._at_cap():
+            self._waiting.append(exchange)
+            return
+        self._connect(exchange)
+
+    def _at_cap(self) -> bool:
+        cap = self.max_connections
+        return cap is not None and len(self._open) + len(self._connecting) >= cap
+
+    def _connect(self, exchange: Exchange) -> None:
         task = asyncio.get_running_loop().create_task(self._connect_and_start(exchange))
         self._connecting.add(task)
-        task.add_done_callback(self._connecting.discard)
+        self._not_started[task] = exchange
+        task.add_done_callback(self._connected)
+
+    def _connected(self, task: asyncio.Task[None]) -> None:
+        self._connecting.discard(task)
+        exchange = self._not_started.pop(task, None)
+        if exchange is not None:  # cancelled before it ran: no record was made
+            self._on_connect_failed(exchange, "Cancelled", "client closed while connecting")
+        self._serve_waiting()
+
+    def _serve_waiting(self) -> None:
+        """Opens connections for waiting requests while below the cap."""
+        while self._waiting and not self._at_cap():
+            self._connect(self._waiting.popleft())
 
     async def _connect_and_start(self, exchange: Exchange) -> None:
+        self._not_started.pop(cast("asyncio.Task[None]", asyncio.current_task()), None)
         loop = asyncio.get_running_loop()
         t_start = monotonic_ns()
         try:
@@ -266,21 +302,32 @@ class ConnectionPool:
         connection.start(exchange)
 
     def release(self, connection: Connection, keep_alive: bool) -> None:
-        """Rule 2."""
+        """Rule 2: a kept-alive connection serves the next waiting request,
+        else waits idle."""
         if keep_alive and not connection.closed:
-            self._idle.append(connection)
+            if self._waiting:
+                connection.start(self._waiting.popleft())
+            else:
+                self._idle.append(connection)
         else:
             connection.close()
 
     def forget(self, connection: Connection) -> None:
         self._open.discard(connection)
+        self._serve_waiting()
 
     def busy(self) -> list[Connection]:
         """Connections with a request in flight."""
         return [c for c in self._open if c.exchange is not None]
 
     async def cancel_connecting(self) -> None:
-        """Cancels connection attempts; their requests end as ``Cancelled``."""
+        """Cancels waiting requests and connection attempts; their requests
+        end as ``Cancelled``."""
+        waiting, self._waiting = self._waiting, deque()
+        for exchange in waiting:
+            self._on_connect_failed(
+                exchange, "Cancelled", "cancelled while waiting for a connection"
+            )
         for task in list(self._connecting):
             task.cancel()
         if self._connecting:

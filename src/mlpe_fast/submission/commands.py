@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from ..errors import UsageError
 from ..sweep.regions import c_min_from_points, region_of, regions
@@ -102,8 +103,21 @@ def curve_points(report_dir: str | Path, c_max: int) -> list[PointFolder]:
             continue
         region = region_of(concurrency, bounds) if bounds is not None else "low_latency"
         offline = "elected" if kinds.get(fact.path.name) == "elected" else "none"
-        points.append(PointFolder(fact.path, concurrency, region, offline))
+        steady = _steady_state_block(fact.path)
+        points.append(PointFolder(fact.path, concurrency, region, offline, steady))
     return points
+
+
+def _steady_state_block(folder: Path) -> dict[str, Any] | None:
+    """The ``point.yaml`` ``steady_state`` block the run wrote, if any."""
+    path = folder / "steady_state.json"
+    if not path.is_file():
+        return None
+    try:
+        block = json.loads(path.read_bytes()).get("point_yaml")
+    except (OSError, ValueError, AttributeError):
+        raise UsageError(f"{path}: not a steady-state analysis") from None
+    return block if isinstance(block, dict) else None
 
 
 def bundle(args: argparse.Namespace) -> int:

@@ -26,7 +26,9 @@ every point; ``--max-concurrency C_MAX`` without a list plans the points
   one is measured again.
 
 ``pareto.json`` in ``REPORT_DIR`` lists the points (concurrency, region,
-Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``).
+Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``);
+``pareto.html`` (self-contained) and ``pareto.png`` (with matplotlib) draw
+the step curve and the figures against concurrency (spec §1.5).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import msgspec
 from ..config import RunConfig
 from ..errors import UsageError
 from ..load.dataset import load_dataset
+from ..report.pareto import write_reports
 from .plan import check_plan, plan_points, point_duration_s
 from .regions import region_of, regions
 
@@ -254,5 +257,10 @@ async def run_sweep(
             break
     root = Path(config.report_dir or ".")
     (root / "pareto.json").write_text(json.dumps({"points": rows}, indent=2), encoding="utf-8")
+    reports = write_reports(root)
     print(_table(rows), end="", file=out)
+    written = [str(p) for p in (reports.html, reports.png) if p is not None]
+    print(f"curve: {root / 'pareto.json'}, {', '.join(written)}", file=out)
+    for note in reports.notes:
+        print(f"mlpe-fast: {note}", file=out)
     return rows, interrupted

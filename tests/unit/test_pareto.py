@@ -1,0 +1,371 @@
+"""The curve's report (spec §1.5): the step geometry worked out by hand, the
+Offline ceiling, missing values, escaping, a self-contained page and the PNG.
+
+The hand-worked curve: four points at concurrency 1, 4, 16, 64 with
+tps_per_user 100, 60, 30, 10 and system_tps 100, 240, 480, 640, and a dedicated
+Offline run at 800 tok/s.  Sorted by tps_per_user, each point's throughput is
+held leftwards to its neighbour, so the steps go (10, 640) down to (10, 480),
+across to (30, 480), down to (30, 240), across to (60, 240), down to
+(60, 100), across to (100, 100).
+
+On the page, a chart is 560 x 360 px with its plot area from x = 68 to 542 and
+from y = 32 to 314.  The tps_per_user axis ends at 125 (ticks of 25 above
+105 = 100 * 1.05), so x(v) = 68 + v * 474 / 125; the system_tps axis ends at
+1000 (ticks of 200 above 840 = 800 * 1.05), so y(v) = 314 - v * 282 / 1000.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlpe_fast.errors import UsageError
+from mlpe_fast.report import pareto
+from mlpe_fast.report.pareto import (
+    CurvePoint,
+    load_curve,
+    pareto_steps,
+    write_html,
+    write_png,
+    write_reports,
+)
+
+
+def row(concurrency: int, tpu: float | None, tps: float | None, **extra: Any) -> dict[str, Any]:
+    """A ``pareto.json`` row as the sweep runner writes it."""
+    return {
+        "concurrency": concurrency,
+        "region": extra.get("region", "low_latency"),
+        "offline": extra.get("offline", "none"),
+        "system_tps": tps,
+        "tps_per_user": tpu,
+        "ttft_p90_ms": extra.get("ttft", 10.0 * concurrency),
+        "accuracy": extra.get("accuracy", False),
+        "folder": extra.get("folder", f"/runs/r{concurrency}"),
+    }
+
+
+HAND_ROWS = [
+    row(1, 100, 100, region="low_latency"),
+    row(4, 60, 240, region="low_concurrency"),
+    row(16, 30, 480, region="med_concurrency"),
+    row(64, 10, 640, region="high_concurrency", offline="elected"),
+    row(500, None, 800, region="submitters_choice", offline="dedicated", ttft=5000.0),
+]
+
+
+def write_curve(folder: Path, rows: list[dict[str, Any]]) -> Path:
+    path = folder / "pareto.json"
+    path.write_text(json.dumps({"points": rows}), encoding="utf-8")
+    return path
+
+
+def curve(tmp_path: Path, rows: list[dict[str, Any]]) -> list[CurvePoint]:
+    return load_curve(write_curve(tmp_path, rows))
+
+
+# --- loading ------------------------------------------------------------------------------
+
+
+def test_load_curve_reads_the_runner_rows_with_nulls(tmp_path: Path) -> None:
+    points = curve(tmp_path, [*HAND_ROWS, row(8, None, None, ttft=None)])
+    assert [p.concurrency for p in points] == [1, 4, 16, 64, 500, 8]
+    assert points[3].offline == "elected" and points[3].label == "64 Offline"
+    assert points[4].offline == "dedicated" and points[4].tps_per_user is None
+    assert points[5] == CurvePoint(8, "low_latency", folder="/runs/r8")
+    assert isinstance(points[0].system_tps, float)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"{not json", "malformed"),
+        (b'{"rows": []}', "`points`"),
+        (b'{"points": [{"concurrency": "8", "region": "x"}]}', "$.points[0].concurrency"),
+        (b'{"points": [{"concurrency": 0, "region": "x"}]}', "$.points[0].concurrency"),
+        (b'{"points": [{"concurrency": 8, "region": "x", "offline": "yes"}]}', "offline"),
+        (b'{"points": [{"concurrency": 8, "region": "x", "system_tps": -1}]}', "system_tps"),
+    ],
+)
+def test_load_curve_rejects_a_bad_file_in_one_line(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "pareto.json"
+    path.write_bytes(content)
+    with pytest.raises(UsageError) as info:
+        load_curve(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message and reason in message
+
+
+def test_load_curve_names_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"cannot read the curve file .*missing\.json"):
+        load_curve(tmp_path / "missing.json")
+
+
+# --- the step function --------------------------------------------------------------------
+
+
+def test_steps_hold_each_throughput_leftwards_to_the_next_point(tmp_path: Path) -> None:
+    steps = pareto_steps(curve(tmp_path, HAND_ROWS))
+    assert [p.concurrency for p in steps.points] == [64, 16, 4, 1]
+    assert steps.vertices == (
+        (10, 640),
+        (10, 480),
+        (30, 480),
+        (30, 240),
+        (60, 240),
+        (60, 100),
+        (100, 100),
+    )
+    assert [p.concurrency for p in steps.ceilings] == [500]
+    assert steps.left_out == ()
+
+
+def test_steps_drop_repeated_vertices_and_keep_dominated_points(tmp_path: Path) -> None:
+    # 2 and 3 share a throughput (no vertical step between them); 5 is
+    # dominated by 3 (slower per user, less throughput) and is still a step.
+    rows = [row(2, 50, 200), row(3, 40, 200), row(5, 20, 150)]
+    steps = pareto_steps(curve(tmp_path, rows))
+    assert steps.vertices == ((20, 150), (20, 200), (40, 200), (50, 200))
+    assert [p.concurrency for p in steps.points] == [5, 3, 2]
+
+
+def test_points_without_a_value_are_left_out_of_the_steps(tmp_path: Path) -> None:
+    rows = [
+        row(1, 100, 100),
+        row(8, None, 300),  # not streamed: no TPOT
+        row(16, 30, None),
+        row(999, None, None, offline="dedicated"),
+    ]
+    steps = pareto_steps(curve(tmp_path, rows))
+    assert steps.vertices == ((100, 100),)
+    assert steps.ceilings == ()
+    assert [p.concurrency for p in steps.left_out] == [8, 16, 999]
+
+
+def test_axes_have_round_ticks() -> None:
+    axis = pareto._linear_axis([100.0])
+    assert (axis.lo, axis.hi, axis.ticks) == (0.0, 125.0, (0.0, 25.0, 50.0, 75.0, 100.0, 125.0))
+    assert pareto._linear_axis([0.87]).ticks == (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    assert pareto._linear_axis([]).hi == 1.0
+    log = pareto._log_axis([1, 64])
+    assert log.ticks == (1, 2, 4, 8, 16, 32, 64)
+    assert log.lo == pytest.approx(2 ** (-1 / 3)) and log.hi == pytest.approx(2 ** (19 / 3))
+    # 1..4096 spans 13 powers of two: every other one is a tick.
+    assert pareto._log_axis([1, 4096]).ticks == tuple(4.0**k for k in range(7))
+    assert pareto._tick_text(0.6000000000000001, pareto._linear_axis([0.87])) == "0.6"
+    assert pareto._tick_text(12000, pareto._linear_axis([12000])) == "12,000"
+
+
+# --- the page -----------------------------------------------------------------------------
+
+
+class Page(HTMLParser):
+    """The parts of the page the tests look at, as a browser parses them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.figure = ""
+        self.circles: dict[str, list[dict[str, str]]] = {}
+        self.paths: dict[str, list[str]] = {}
+        self.ceilings: dict[str, list[float]] = {}
+        self.labels: dict[str, list[str]] = {}
+        self.scripts: list[tuple[dict[str, str], str]] = []
+        self.attributes: list[tuple[str, str]] = []
+        self.text: list[str] = []
+        self._stack: list[str] = []
+        self._script: dict[str, str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        self.attributes += list(a.items())
+        self._stack.append(tag)
+        if tag == "figure":
+            self.figure = a["id"]
+        elif tag == "circle":
+            self.circles.setdefault(self.figure, []).append(a)
+        elif tag == "path":
+            self.paths.setdefault(self.figure, []).append(a["d"])
+        elif tag == "line" and "stroke" in a and a["stroke"] == pareto.CEILING_COLOUR:
+            self.ceilings.setdefault(self.figure, []).append(float(a["y1"]))
+        elif tag == "script":
+            self._script = a
+
+    def handle_endtag(self, tag: str) -> None:
+        self._stack.pop()
+        if tag == "figure":
+            self.figure = ""
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        self.handle_endtag(tag)
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self.scripts.append((self._script, data))
+            self._script = None
+            return
+        self.text.append(data)
+        if self._stack and self._stack[-1] == "text" and self.figure:
+            self.labels.setdefault(self.figure, []).append(data)
+
+
+def page(tmp_path: Path, rows: list[dict[str, Any]]) -> tuple[str, Page]:
+    out = tmp_path / "pareto.html"
+    write_html(curve(tmp_path, rows), out)
+    text = out.read_text(encoding="utf-8")
+    parsed = Page()
+    parsed.feed(text)
+    parsed.close()
+    return text, parsed
+
+
+def test_the_svg_step_path_goes_through_the_hand_worked_vertices(tmp_path: Path) -> None:
+    _, parsed = page(tmp_path, HAND_ROWS)
+    # x(v) = 68 + v * 3.792, y(v) = 314 - v * 0.282 (module docstring).
+    assert parsed.paths["chart-pareto"] == [
+        "M 105.92 133.52 L 105.92 178.64 L 181.76 178.64 L 181.76 246.32 "
+        "L 295.52 246.32 L 295.52 285.80 L 447.20 285.80"
+    ]
+    centres = {(c["cx"], c["cy"]) for c in parsed.circles["chart-pareto"]}
+    assert centres == {
+        ("105.92", "133.52"),
+        ("181.76", "178.64"),
+        ("295.52", "246.32"),
+        ("447.20", "285.80"),
+    }
+    # The step curve is on the primary chart only.
+    assert set(parsed.paths) == {"chart-pareto"}
+
+
+def test_the_dedicated_offline_run_is_a_labelled_ceiling_not_a_step(tmp_path: Path) -> None:
+    _, parsed = page(tmp_path, HAND_ROWS)
+    # 800 tok/s: y = 314 - 800 * 0.282 on both system_tps charts.
+    assert parsed.ceilings == {"chart-pareto": [88.4], "chart-system_tps": [88.4]}
+    assert "Offline (dedicated)" in parsed.labels["chart-pareto"]
+    assert "Offline (dedicated)" in parsed.labels["chart-system_tps"]
+    dedicated = "4"  # its index in the file: no marker anywhere
+    assert all(c["data-i"] != dedicated for cs in parsed.circles.values() for c in cs)
+    # The elected Offline point is a marker like the others, labelled Offline.
+    for chart in ("chart-pareto", "chart-system_tps", "chart-ttft_p90_ms", "chart-tps_per_user"):
+        assert "64 Offline" in parsed.labels[chart]
+        assert "3" in {c["data-i"] for c in parsed.circles[chart]}
+
+
+def test_concurrency_is_on_a_log_axis(tmp_path: Path) -> None:
+    _, parsed = page(tmp_path, HAND_ROWS)
+    # From 2**(-1/3) to 2**(19/3): 474 px for 20/3 octaves, 71.1 px an octave.
+    for chart in ("chart-system_tps", "chart-ttft_p90_ms", "chart-tps_per_user"):
+        xs = sorted(float(c["cx"]) for c in parsed.circles[chart])
+        assert xs == [91.7, 233.9, 376.1, 518.3]
+
+
+def test_a_point_without_tps_per_user_stays_on_the_concurrency_charts(tmp_path: Path) -> None:
+    rows = [row(1, 100, 100), row(8, None, 300, ttft=50.0), row(16, 30, None)]
+    _, parsed = page(tmp_path, rows)
+
+    def shown(chart: str) -> set[str]:
+        return {c["data-i"] for c in parsed.circles.get(chart, [])}
+
+    assert shown("chart-pareto") == {"0"}
+    assert shown("chart-system_tps") == {"0", "1"}
+    assert shown("chart-ttft_p90_ms") == {"0", "1", "2"}
+    assert shown("chart-tps_per_user") == {"0", "2"}
+
+
+def test_a_chart_without_data_says_so(tmp_path: Path) -> None:
+    _, parsed = page(tmp_path, [row(8, None, None, ttft=None)])
+    assert parsed.labels["chart-pareto"].count("no data") == 1
+    assert "chart-pareto" not in parsed.paths
+
+
+HOSTILE_REGION = "\"><script>alert(1)</script><b x='y'>&amp;"
+HOSTILE_FOLDER = '</script><script>alert("folder")</script>\'\u2028'
+
+
+def test_strings_from_the_file_cannot_inject_markup(tmp_path: Path) -> None:
+    rows = [
+        row(1, 100, 100, region=HOSTILE_REGION, folder=HOSTILE_FOLDER),
+        row(4, 60, 240),
+    ]
+    text, parsed = page(tmp_path, rows)
+    # Our two script elements and nothing else, whatever the names hold.
+    assert text.count("<script") == 2 and text.count("</script") == 2
+    assert "<b " not in text
+    assert [s[0].get("type") for s in parsed.scripts] == ["application/json", None]
+    # The names are shown and handed to the script exactly as written.
+    data = json.loads(parsed.scripts[0][1])
+    assert (data[0]["region"], data[0]["folder"]) == (HOSTILE_REGION, HOSTILE_FOLDER)
+    shown = "".join(parsed.text)
+    assert HOSTILE_REGION in shown and HOSTILE_FOLDER in shown
+    # Quotes are escaped inside attributes: no attribute is named by the text.
+    assert {name for name, _ in parsed.attributes} <= {
+        "lang", "charset", "name", "content", "type", "data-show", "checked", "class",
+        "style", "id", "width", "height", "viewbox", "role", "aria-label", "x", "y",
+        "x1", "y1", "x2", "y2", "dx", "dy", "text-anchor", "transform", "d", "stroke",
+        "data-i", "cx", "cy", "r", "fill", "hidden",
+    }  # fmt: skip
+
+
+def test_the_page_needs_no_network(tmp_path: Path) -> None:
+    text, parsed = page(tmp_path, HAND_ROWS)
+    lowered = text.lower()
+    for reference in ("http://", "https://", "url(", "@import", "//cdn"):
+        assert reference not in lowered
+    assert not {name for name, _ in parsed.attributes} & {"src", "href", "xlink:href"}
+
+
+# --- the PNG and both reports ---------------------------------------------------------------
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    length, kind = struct.unpack(">I4s", data[8:16])
+    assert (length, kind) == (13, b"IHDR")
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_write_reports_writes_a_1200_by_900_png_and_the_page(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (mlpe-fast[plots])")
+    # A null, and a region name that matplotlib would parse as broken mathtext.
+    rows = [*HAND_ROWS, row(8, None, 300), row(2, 80, 150, region=r"$\frac$ region")]
+    write_curve(tmp_path, rows)
+    reports = write_reports(tmp_path)
+    assert reports == pareto.Reports(tmp_path / "pareto.html", tmp_path / "pareto.png", ())
+    assert png_size(tmp_path / "pareto.png") == (1200, 900)
+    assert (tmp_path / "pareto.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_without_matplotlib_the_png_is_skipped_with_a_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module in (
+        "matplotlib",
+        "matplotlib.backends.backend_agg",
+        "matplotlib.figure",
+        "matplotlib.lines",
+        "matplotlib.ticker",
+    ):
+        monkeypatch.setitem(sys.modules, module, None)
+    points = curve(tmp_path, HAND_ROWS)
+    with pytest.raises(UsageError, match=r'pip install "mlpe-fast\[plots\]"$'):
+        write_png(points, tmp_path / "x.png")
+    reports = write_reports(tmp_path)
+    assert reports.png is None and not (tmp_path / "pareto.png").exists()
+    assert reports.html.is_file()
+    assert len(reports.notes) == 1 and 'pip install "mlpe-fast[plots]"' in reports.notes[0]
+
+
+def test_write_reports_needs_the_curve_file(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"pareto\.json"):
+        write_reports(tmp_path)
+    assert not (tmp_path / "pareto.html").exists()
