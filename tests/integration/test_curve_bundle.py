@@ -132,4 +132,5 @@ def test_a_short_curve_bundles_and_passes_the_checker(
         next((tmp_path / "bundle").rglob("r4/point.yaml")).read_text(encoding="utf-8")
     )
     assert point["steady_state"]["status"] in ("insufficient_passes", "insufficient_duration")
+    assert point["runtime_settings"]["min_duration_ms"] == 200  # the development duration
     assert "point-duration" in warnings

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..artifacts.run_folder import read_config_yaml
 from ..errors import UsageError
 from .disclosure import point_yaml, system_desc_json, system_power_json
 from .run_facts import RunFacts, read_run
@@ -169,6 +170,14 @@ def _plan(points: Sequence[PointFolder], system: SystemDescription) -> list[_Pla
                 system_desc=system_desc_json(system, tps_utilization=fact.system_tps / max_tps),
             )
         )
+    for item in planned:
+        # The duration the point was run for (spec §3.6, informational): a
+        # development run's shortened duration is visible in its point.yaml.
+        settings = read_config_yaml(item.point.path).get("settings") or {}
+        runtime = settings.get("runtime") if isinstance(settings, dict) else None
+        duration_ms = runtime.get("min_duration_ms") if isinstance(runtime, dict) else None
+        if isinstance(duration_ms, int) and duration_ms > 0:
+            item.point_yaml["runtime_settings"]["min_duration_ms"] = duration_ms
     return planned
 
 
