@@ -44,9 +44,9 @@ from .artifacts.events import (
     SESSION_START_PERFORMANCE_TRACKING,
     SESSION_STOP_PERFORMANCE_TRACKING,
     ErrorData,
-    EventRecord,
     PromptData,
     TextModelOutput,
+    iter_events,
 )
 from .artifacts.run_folder import read_config_yaml
 from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
@@ -85,25 +85,12 @@ class _Query:
         self.error: ErrorData | None = None
 
 
-_DECODER = msgspec.json.Decoder(EventRecord)
-
-
 def _read_events(path: Path) -> tuple[dict[str, _Query], int]:
     """Queries by uuid, and the start of performance tracking (0 if none)."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
     queries: dict[str, _Query] = {}
     tracking = False
     tracking_start = 0
-    for number, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            event = _DECODER.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            raise UsageError(f"{path}:{number}: not an event record: {error}") from None
+    for event in iter_events(path):
         kind = event.event_type
         if kind == SESSION_START_PERFORMANCE_TRACKING:
             if not tracking_start:

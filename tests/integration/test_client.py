@@ -70,6 +70,11 @@ async def keep_alive_server(reader: asyncio.StreamReader, writer: asyncio.Stream
         await writer.drain()
 
 
+async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await read_request(reader)
+    await asyncio.sleep(10)
+
+
 Runner = Callable[[Coroutine[Any, Any, None]], None]
 
 
@@ -247,10 +252,6 @@ def test_http_error_status(run: Runner) -> None:
 
 
 def test_close_cancels_requests_in_flight(run: Runner) -> None:
-    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        await asyncio.sleep(10)
-
     async def main() -> None:
         done: list[RequestRecord] = []
         async with serve(never_answers) as url:
@@ -291,10 +292,6 @@ def test_connection_cap_queues_requests_in_order(run: Runner) -> None:
 
 
 def test_cancelling_ends_waiting_requests_too(run: Runner) -> None:
-    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await read_request(reader)
-        await asyncio.sleep(10)
-
     async def main() -> None:
         done: list[RequestRecord] = []
         async with serve(never_answers) as url:

@@ -22,8 +22,8 @@ import msgspec
 from ..artifacts.events import (
     SAMPLE_COMPLETE,
     SAMPLE_ISSUED,
-    EventRecord,
     TextModelOutput,
+    iter_events,
 )
 from ..artifacts.run_folder import read_config_yaml
 from ..config import dataset_from_yaml
@@ -32,8 +32,6 @@ from ..load.dataset import DatasetSpec, load_dataset, parse_dataset_arg
 from .results import accuracy_entry, gate_failures, output_text, write_accuracy_results
 
 __all__ = ("add_arguments", "main", "rescore")
-
-_DECODER = msgspec.json.Decoder(EventRecord)
 
 
 def _specs(config: Mapping[str, Any], given: Sequence[str]) -> list[DatasetSpec]:
@@ -55,19 +53,9 @@ def _specs(config: Mapping[str, Any], given: Sequence[str]) -> list[DatasetSpec]
 
 def _outputs(path: Path) -> tuple[dict[str, str], dict[str, tuple[int, int]]]:
     """Scored text per completed query, and (first issue, completion) per query."""
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
     texts: dict[str, str] = {}
     times: dict[str, tuple[int, int]] = {}
-    for number, line in enumerate(data.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            event = _DECODER.decode(line)
-        except (msgspec.DecodeError, msgspec.ValidationError) as error:
-            raise UsageError(f"{path}:{number}: not an event record: {error}") from None
+    for event in iter_events(path):
         if event.event_type == SAMPLE_ISSUED:
             times[event.sample_uuid] = (event.timestamp_ns, event.timestamp_ns)
         elif event.event_type == SAMPLE_COMPLETE:

@@ -59,13 +59,14 @@ import bisect
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
 import msgspec
 
 from ..engine.record import RequestRecord
+from ..errors import UsageError
 from ..wire.events import ResponseSummary, ToolCall
 
 __all__ = (
@@ -88,6 +89,7 @@ __all__ = (
     "EventsWriter",
     "PromptData",
     "TextModelOutput",
+    "iter_events",
     "read_events",
     "text_model_output",
     "write_sample_idx_map",
@@ -195,6 +197,27 @@ _DECODER = msgspec.json.Decoder(EventRecord)
 def read_events(path: str | os.PathLike[str]) -> list[EventRecord]:
     """Reads an ``events.jsonl`` (ours or the reference's) back into records."""
     return _DECODER.decode_lines(Path(path).read_bytes())
+
+
+def iter_events(path: str | os.PathLike[str]) -> Iterator[EventRecord]:
+    """The records of an ``events.jsonl``, line by line, for the commands that
+    read a run folder back (``analyze``, ``score``).
+
+    Raises:
+        UsageError: the file cannot be read, or a line is not an event
+            record (naming the file and line).
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield _DECODER.decode(line)
+        except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            raise UsageError(f"{path}:{number}: not an event record: {error}") from None
 
 
 # Output shapes -----------------------------------------------------------------------
