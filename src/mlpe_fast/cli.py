@@ -56,8 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run = commands.add_parser(
         "run",
-        help="measure one point (with no --endpoints: a demo against the simulated endpoint)",
-        description="Measure an OpenAI-compatible endpoint at one load point.",
+        help="measure one point, or a curve with --concurrency N,N,... "
+        "(with no --endpoints: a demo against the simulated endpoint)",
+        description="Measure an OpenAI-compatible endpoint at one load point, or a curve of "
+        "points (--concurrency N,N,... or --max-concurrency C_MAX).",
     )
     add_run_arguments(run)
     run.add_argument(
