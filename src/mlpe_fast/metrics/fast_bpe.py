@@ -97,8 +97,10 @@ per 100,000 responses, 0.21 µs of CPU per counted token (4.75 M counted
 tokens per CPU-second; 0.42 µs per token of output scanned), against 2.0 µs
 per token and 103 s on two cores for ``encode_batch_fast`` on the same
 texts.  With 10 % of the responses non-ASCII (encoded by ``tokenizers``):
-31 s.  Llama 3 and o200k patterns cost about the same per token; DeepSeek
-V3's three levels about 1.5 times as much.
+31 s one after the other, 25 s in :class:`~mlpe_fast.metrics.tokens.TokenCounter`,
+which encodes those in a second thread while this path counts the rest.
+Llama 3 and o200k patterns cost about the same per token; DeepSeek V3's
+three levels about 1.5 times as much.
 
 The per-pre-token cache is bounded (cleared past ``cache_limit`` entries)
 and is not thread-safe: use one :class:`FastBPECounter` from one thread.
