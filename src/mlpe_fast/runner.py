@@ -292,7 +292,7 @@ async def run_point(
             report = report_text(summary, title=_title(config))
             folder.write_results(summary, snapshot, report + accuracy_lines)
             if dataset is not None and config.load_pattern == "concurrency" and records:
-                steady = _steady_state(records, counts, len(dataset), config.concurrency)
+                steady = _steady_state(records, stats, counts, len(dataset), config.concurrency)
                 write_json(folder.steady_state, steady, encoder="stdlib")
         else:
             folder.report_txt.write_text(table, encoding="utf-8")
@@ -302,11 +302,16 @@ async def run_point(
 
 
 def _steady_state(
-    records: list[RequestRecord], counts: TokenCounts, dataset_size: int, concurrency: int
+    records: list[RequestRecord],
+    stats: PointStats,
+    counts: TokenCounts,
+    dataset_size: int,
+    concurrency: int,
 ) -> dict[str, Any]:
     """The point's steady-state analysis (spec §1.4), for ``steady_state.json``
     and the ``point.yaml`` block of a submission: its queries in issue
     order, with the TTFT and TPOT samples the metrics use."""
+    per_record_tpot = stats.raw.tpot_per_record
     order = sorted(range(len(records)), key=lambda i: records[i].t_issue)
     t_issue, t_done, ttft, tpot, osl = [], [], [], [], []
     for i in order:
@@ -317,8 +322,7 @@ def _steady_state(
         t_issue.append(record.t_issue)
         t_done.append(finish if ok else None)
         ttft.append(None if not ok or first is None else first - record.t_issue)
-        tokens = int(counts.tpot_tokens[i])
-        tpot.append((finish - first) / tokens if ok and first is not None and tokens > 0 else None)
+        tpot.append(float(per_record_tpot[i]))  # NaN: no TPOT sample
         osl.append(int(counts.osl[i]) if ok and counts.osl[i] >= 0 else None)
     queries = PointQueries.from_columns(t_issue, t_done, ttft, tpot, osl)
     result = detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)

@@ -157,6 +157,8 @@ def test_tpot_skip_rules() -> None:
     assert st.streamed == 6
     assert st.tpot_skipped == 5
     assert not st.tokens_complete  # one completed response was not counted
+    per_record = st.raw.tpot_per_record  # aligned with the records, NaN: no sample
+    assert per_record[0] == 25.0 and np.isnan(per_record[1:]).all()
 
 
 def test_tpot_is_a_float_ratio() -> None:

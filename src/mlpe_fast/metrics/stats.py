@@ -138,6 +138,11 @@ class PointSeries(msgspec.Struct, frozen=True):
 
     series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]]
     counters: dict[str, int]
+    #: The TPOT sample of each record, in the records' order; NaN where a
+    #: record gives none (the steady-state analysis reads it in issue order).
+    tpot_per_record: npt.NDArray[np.float64] = msgspec.field(
+        default_factory=lambda: np.empty(0, np.float64)
+    )
 
 
 class PointStats(msgspec.Struct, frozen=True):
@@ -265,6 +270,7 @@ def point_stats(
     latency = distribution(latency_values)
     osl_values = np.empty(0, np.int64)
     tpot_values = np.empty(0, np.float64)
+    tpot_per_record = np.full(n, np.nan)
 
     osl: Distribution | None = None
     tpot: Distribution | None = None
@@ -280,7 +286,9 @@ def point_stats(
         tokens = counts.tpot_tokens
         tpot_mask = ttft_mask & (tokens > 0)
         per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / tokens[tpot_mask]
-        tpot_values = per_token[np.isfinite(per_token) & (per_token > 0)]
+        valid = np.isfinite(per_token) & (per_token > 0)
+        tpot_values = per_token[valid]
+        tpot_per_record[np.flatnonzero(tpot_mask)[valid]] = tpot_values
         tpot = distribution(tpot_values)
     tpot_count = 0 if tpot is None else tpot.count
     n_streamed = int(np.count_nonzero(done_ok & streamed))
@@ -352,5 +360,5 @@ def point_stats(
         system_tps=osl_total / seconds if duration > 0 and osl_total is not None else None,
         tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
         tokens_complete=tokens_complete,
-        raw=PointSeries(series=series, counters=counters),
+        raw=PointSeries(series=series, counters=counters, tpot_per_record=tpot_per_record),
     )
