@@ -1,5 +1,6 @@
-"""Client CPU per SSE event and per request, mlpe-fast against an aiohttp
-streaming client (what vLLM's and SGLang's benchmark scripts use), in one run.
+"""Client CPU per SSE event and per request, mlpe-fast over HTTP/1.1 and over
+HTTP/2 (h2c) against an aiohttp streaming client (what vLLM's and SGLang's
+benchmark scripts use), in one run.
 
 The simulated endpoint runs in its own process with no delays and streams
 1,000 one-character events per response; each benchmark round sends
@@ -31,7 +32,8 @@ EVENTS = 1000
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
     """The simulated endpoint in its own process."""
-    with simulated_endpoint(("--output-len", "1000")) as url:
+    # --http2: the same server answers HTTP/1.1 and h2c (by the preface).
+    with simulated_endpoint(("--output-len", "1000", "--http2")) as url:
         yield url
 
 
@@ -44,11 +46,11 @@ def body(tokens: int) -> dict[str, Any]:
     }
 
 
-async def run_mlpe_fast(url: str, tokens: int) -> int:
+async def run_mlpe_fast(url: str, tokens: int, http2: bool = False) -> int:
     from mlpe_fast.engine import Client
 
     events = 0
-    async with Client(url) as client:
+    async with Client(url, http2=http2) as client:
         done = asyncio.Event()
         issued = 0
         completed = 0
@@ -124,9 +126,20 @@ def cpu_of(run: Callable[[str, int], Awaitable[int]], url: str, tokens: int) -> 
         loop.close()
 
 
-@pytest.mark.parametrize("client", ["mlpe-fast", "aiohttp"])
+async def run_mlpe_fast_h2c(url: str, tokens: int) -> int:
+    return await run_mlpe_fast(url, tokens, http2=True)
+
+
+CLIENTS = {
+    "mlpe-fast": run_mlpe_fast,
+    "mlpe-fast h2c": run_mlpe_fast_h2c,
+    "aiohttp": run_aiohttp,
+}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
 def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
-    run = run_mlpe_fast if client == "mlpe-fast" else run_aiohttp
+    run = CLIENTS[client]
     cpu_of(run, endpoint, 1)  # warm connections, imports and caches
 
     samples: list[tuple[float, float]] = []

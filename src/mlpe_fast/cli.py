@@ -97,7 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from .config import resolve
-    from .runner import PointResult, demo_config, run_point, simulated_endpoint
+    from .runner import (
+        DEMO_SERVER_FLAGS,
+        PointResult,
+        demo_config,
+        run_point,
+        simulated_endpoint,
+    )
 
     config = resolve(args)
     given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
@@ -133,7 +139,9 @@ def _run(args: argparse.Namespace) -> int:
         config_for_run = config
         return loop_runner(measure(config.endpoints[0]))
     config_for_run = demo_config(config, given)
-    with simulated_endpoint() as endpoint:
+    # --http2 without an endpoint: the demo endpoint serves h2c too.
+    flags = (*DEMO_SERVER_FLAGS, "--http2") if config.http2 else DEMO_SERVER_FLAGS
+    with simulated_endpoint(flags) as endpoint:
         print(f"mlpe-fast: no --endpoints given: measuring the simulated endpoint at {endpoint}")
         return loop_runner(measure(endpoint))
 

@@ -227,6 +227,12 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             §2.4; set for the points of a curve).
         max_connections: the client's connection cap (YAML
             ``settings.client.max_connections``); None: one per request.
+        http2: speak HTTP/2: h2c with prior knowledge on ``http://``, ALPN
+            on ``https://`` (YAML ``mlpe_fast.http2``).
+        ca_bundle: PEM file of the CAs trusted for ``https://`` endpoints
+            (YAML ``mlpe_fast.ca_bundle``); None: the system's.
+        insecure: skip TLS certificate verification (YAML
+            ``settings.client.insecure``, as in the reference).
     """
 
     endpoints: tuple[str, ...] = ()
@@ -260,6 +266,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     offline: OfflineKind = "dedicated"
     whole_passes: bool = False
     max_connections: int | None = None
+    http2: bool = False
+    ca_bundle: str | None = None
+    insecure: bool = False
 
     @property
     def stream(self) -> bool:
@@ -360,7 +369,11 @@ _SCHEMA: _Schema = {
             "drain": "warmup.drain",
             "warmup_random_seed": "seed.warmup",
         },
-        "client": {"max_connections": "max_connections", "*": _IGNORE_TREE},
+        "client": {
+            "max_connections": "max_connections",
+            "insecure": "insecure",
+            "*": _IGNORE_TREE,
+        },
         "drain": _IGNORE_TREE,
         "profiling": _IGNORE_TREE,
         "early_stopping": _IGNORE_TREE,
@@ -381,6 +394,8 @@ _SCHEMA: _Schema = {
         "mode": "mode",
         "salt": "salt",
         "salt_random_seed": "seed.salt",
+        "http2": "http2",
+        "ca_bundle": "ca_bundle",
         "timeouts": {
             "connect_s": "timeout.connect",
             "idle_s": "timeout.idle",
@@ -551,6 +566,9 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "max_concurrency": ("max_concurrency", "--max-concurrency"),
     "offline": ("offline", "--offline"),
     "max_connections": ("max_connections", "--max-connections"),
+    "http2": ("http2", "--http2"),
+    "ca_bundle": ("ca_bundle", "--ca-bundle"),
+    "insecure": ("insecure", "--insecure"),
 }
 
 
@@ -582,6 +600,25 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--api-type",
         metavar="TYPE",
         help="openai (/v1/chat/completions, default) or openai-completions (/v1/completions)",
+    )
+    p.add_argument(
+        "--http2",
+        action="store_const",
+        const=True,
+        help="speak HTTP/2: prior knowledge (h2c) on http://, ALPN on https:// "
+        "(HTTP/1.1 when the server does not offer h2)",
+    )
+    p.add_argument(
+        "--ca-bundle",
+        metavar="FILE",
+        help="PEM file of the certificate authorities to trust for https:// "
+        "(default: the system's)",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_const",
+        const=True,
+        help="do not verify the https:// endpoint's certificate",
     )
 
     p = parser.add_argument_group("data")
@@ -898,6 +935,9 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         max_concurrency=max_concurrency,
         offline=offline,
         max_connections=_max_connections(get("max_connections")),
+        http2=bool(_opt(get("http2"), _bool)),
+        ca_bundle=_ca_bundle(get("ca_bundle")),
+        insecure=bool(_opt(get("insecure"), _bool)),
     )
 
 
@@ -999,6 +1039,17 @@ def _int(found: tuple[Any, str], minimum: int | None = None) -> int:
         )
         raise UsageError(f"{where}: expected {what}, got {_short(value)}")
     return number
+
+
+def _ca_bundle(found: tuple[Any, str] | None) -> str | None:
+    """A CA bundle: a readable file, checked now rather than at the first connect."""
+    path = _opt(found, _string)
+    if path is None:
+        return None
+    assert found is not None
+    if not Path(path).is_file():
+        raise UsageError(f"{found[1]}: file not found: {path}")
+    return path
 
 
 def _max_connections(found: tuple[Any, str] | None) -> int | None:

@@ -61,7 +61,14 @@ from .report.progress import Progress
 from .report.table import render
 from .sim.tokenizer import DEMO_TOKENIZER
 
-__all__ = ("PointResult", "SetupError", "demo_config", "run_point", "simulated_endpoint")
+__all__ = (
+    "DEMO_SERVER_FLAGS",
+    "PointResult",
+    "SetupError",
+    "demo_config",
+    "run_point",
+    "simulated_endpoint",
+)
 
 
 class SetupError(MlpeError, RuntimeError):
@@ -132,7 +139,7 @@ def simulated_endpoint(flags: tuple[str, ...] = DEMO_SERVER_FLAGS) -> Iterator[s
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        if " at http://" not in line:
+        if " at http" not in line:
             error = proc.stderr.read() if proc.stderr is not None and proc.poll() else ""
             raise SetupError(
                 f"the simulated endpoint did not start: {(error or line).strip() or 'no output'}"
@@ -202,6 +209,9 @@ async def run_point(
             idle_timeout=config.timeouts.idle_s,
             total_timeout=config.timeouts.total_s,
             max_connections=config.max_connections,
+            http2=config.http2,
+            ca_bundle=config.ca_bundle,
+            insecure=config.insecure,
         )
     except ClientConfigError as error:
         raise UsageError(str(error)) from None
@@ -247,6 +257,11 @@ async def run_point(
                     break
                 entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
             connections, connect_ns = client.connections_opened, client.connect_ns_total
+            tls_setup = {
+                "tls_handshakes": client.tls_handshakes,
+                "tls_ns_total": client.tls_ns_total,
+                "http2_connections": client.http2_connections,
+            }
         counts = await _count(counter, stop)
     finally:
         stop.uninstall()
@@ -258,7 +273,9 @@ async def run_point(
     tracking_start = perf.tracking_start
     state = "interrupted" if stop.requested else "complete"
     stats = point_stats(records, counts, tracking_start_ns=tracking_start)
-    audit = audit_records(records, lags, cpu_ns, connections, connect_ns, cpu_system_ns)
+    audit = audit_records(
+        records, lags, cpu_ns, connections, connect_ns, cpu_system_ns, **tls_setup
+    )
     accuracy_lines = _accuracy_lines(config, entries)
     table = render(stats, audit.as_rows(), title=_title(config))
     if config.mode == "acc":

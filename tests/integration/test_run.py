@@ -98,7 +98,7 @@ def test_cli_demo_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
     [
         (["run", "--concurrency", "zero"], "--concurrency"),
         (["run", "--dataset", "/no/such/file.jsonl"], "/no/such/file.jsonl"),
-        (["run", "--endpoints", "https://x", "--model", "m", "--dataset", "{data}"], "https"),
+        (["run", "--endpoints", "ftp://x", "--model", "m", "--dataset", "{data}"], "ftp://x"),
         (["run", "--tokenizer", "/no/such/tokenizer"], "/no/such/tokenizer"),
         (["serve", "--port", "-5"], "port"),
         (["run", "--report-dir", "/proc/no/such/dir"], "--report-dir"),

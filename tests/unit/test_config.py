@@ -731,3 +731,37 @@ def test_mode_mistakes(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(UsageError) as info:
         run(*argv)
     assert str(info.value).startswith(message)
+
+
+# Protocols and TLS ------------------------------------------------------------------
+
+
+def test_http2_and_tls_flags(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    config = run("--http2", "--ca-bundle", str(bundle), "--insecure")
+    assert (config.http2, config.ca_bundle, config.insecure) == (True, str(bundle), True)
+    assert (run().http2, run().ca_bundle, run().insecure) == (False, None, False)
+
+
+def test_http2_and_tls_in_yaml_round_trip(tmp_path: Path) -> None:
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    config = run(
+        config={
+            "model_params": {"name": "m"},
+            "settings": {"client": {"insecure": True}},
+            "mlpe_fast": {"http2": True, "ca_bundle": str(bundle)},
+        }
+    )
+    assert (config.http2, config.ca_bundle, config.insecure) == (True, str(bundle), True)
+    again = run(config=config_to_yaml_dict(config, endpoints=["https://h"]))
+    assert (again.http2, again.ca_bundle, again.insecure) == (True, str(bundle), True)
+
+
+def test_missing_ca_bundle_is_one_line() -> None:
+    assert usage_error("--ca-bundle", "/no/such/ca.pem") == (
+        "--ca-bundle: file not found: /no/such/ca.pem"
+    )
+    message = usage_error(config={"mlpe_fast": {"ca_bundle": "/no/such/ca.pem"}})
+    assert message == "mlpe_fast.ca_bundle: file not found: /no/such/ca.pem"

@@ -170,8 +170,13 @@ def config_to_yaml_dict(
         "datasets": datasets,
         "settings": {"runtime": runtime, "load_pattern": load_pattern, "warmup": warmup},
     }
+    client: dict[str, Any] = {}
     if config.max_connections is not None:
-        out["settings"]["client"] = {"max_connections": config.max_connections}
+        client["max_connections"] = config.max_connections
+    if config.insecure:
+        client["insecure"] = True
+    if client:
+        out["settings"]["client"] = client
     out["endpoint_config"] = endpoint_config
     if config.report_dir is not None:
         out["report_dir"] = config.report_dir
@@ -182,6 +187,10 @@ def config_to_yaml_dict(
         "salt_random_seed": config.seeds.salt_seed,
         "timeouts": timeouts,
     }
+    if config.http2:
+        out["mlpe_fast"]["http2"] = True
+    if config.ca_bundle is not None:
+        out["mlpe_fast"]["ca_bundle"] = config.ca_bundle
     return out
 
 

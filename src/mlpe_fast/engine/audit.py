@@ -44,6 +44,9 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     events: int
     connections_opened: int
     connect_ms_mean: float
+    tls_handshakes: int = 0
+    tls_ms_mean: float = 0.0
+    http2_connections: int = 0
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -59,10 +62,15 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                 f"{self.cpu_s:.2f} s ({self.cpu_system_s:.2f} s in the kernel) = "
                 f"{self.cpu_us_per_request:.1f} µs/request, {self.cpu_us_per_event:.3f} µs/event"
             ),
-            "connections opened": (
-                f"{self.connections_opened} (mean setup {self.connect_ms_mean:.3f} ms)"
-            ),
+            "connections opened": self._connections(),
         }
+
+    def _connections(self) -> str:
+        setup = f"mean setup {self.connect_ms_mean:.3f} ms"
+        if self.tls_handshakes:
+            setup += f", of which TLS handshake {self.tls_ms_mean:.3f} ms"
+        protocol = f", {self.http2_connections} over HTTP/2" if self.http2_connections else ""
+        return f"{self.connections_opened} ({setup}){protocol}"
 
 
 class LoopLagProbe:
@@ -116,8 +124,16 @@ def audit_records(
     connections_opened: int,
     connect_ns_total: int,
     cpu_system_ns: int = 0,
+    *,
+    tls_handshakes: int = 0,
+    tls_ns_total: int = 0,
+    http2_connections: int = 0,
 ) -> Audit:
-    """The audit of a run from its records and the probe's readings."""
+    """The audit of a run from its records and the probe's readings.
+
+    Connection setup (``connect_ns_total``: TCP connects and TLS handshakes)
+    is reported on its own, though each setup is also part of the first
+    request on its connection (``RequestRecord.connect_ns``)."""
     late = []
     events = 0
     requests = 0
@@ -141,4 +157,7 @@ def audit_records(
         events=events,
         connections_opened=connections_opened,
         connect_ms_mean=connect_ns_total / 1e6 / connections_opened if connections_opened else 0.0,
+        tls_handshakes=tls_handshakes,
+        tls_ms_mean=tls_ns_total / 1e6 / tls_handshakes if tls_handshakes else 0.0,
+        http2_connections=http2_connections,
     )

@@ -11,10 +11,17 @@ scheduler can keep thousands of requests in flight without a task each.
 
 Failures never raise from ``request``/``issue``: they come back as records
 with ``error_class`` set (see :class:`RequestRecord`).  Timeouts:
-``connect_timeout`` for opening a connection, ``idle_timeout`` between two
-reads of a response, ``total_timeout`` from issue to the end of a response;
-``None`` switches the last two off.  Closing the client ends requests still
-in flight as ``Cancelled`` records.
+``connect_timeout`` for opening a connection (TLS handshake included),
+``idle_timeout`` between two reads of a response (of its connection, over
+HTTP/2), ``total_timeout`` from issue to the end of a response; ``None``
+switches the last two off.  Closing the client ends requests still in
+flight as ``Cancelled`` records.
+
+Protocols: HTTP/1.1 by default; ``http2=True`` speaks HTTP/2, with prior
+knowledge on ``http://`` (h2c) and through ALPN on ``https://`` (falling
+back to HTTP/1.1 when the server does not offer it).  ``https://``
+verifies the server's certificate against the system's trust store, or
+``ca_bundle``; ``insecure=True`` skips verification.
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ import msgspec
 from ..errors import MlpeError
 from ..wire.events import NO_RESPONSE
 from ._reader import monotonic_ns
-from .connection import Connection, ConnectionPool, Exchange
+from .connection import Exchange
+from .dial import Endpoint, tls_context
+from .framing import RequestFraming
+from .pool import ConnectionPool, InFlight
 from .record import RequestRecord
 
 __all__ = ("Client", "ClientConfigError")
@@ -47,11 +57,11 @@ class ClientConfigError(MlpeError, ValueError):
 
 
 class Client:
-    """An HTTP/1.1 client for one OpenAI-compatible endpoint.
+    """A client for one OpenAI-compatible endpoint.
 
     Args:
-        base_url: ``http://host[:port][/prefix]``; request paths are appended
-            to the prefix.
+        base_url: ``http[s]://host[:port][/prefix]``; request paths are
+            appended to the prefix.
         api_key: sent as ``Authorization: Bearer <key>``.
         headers: extra request header fields.
         connect_timeout, idle_timeout, total_timeout: seconds (see module doc).
@@ -59,8 +69,12 @@ class Client:
             ``csrc/mlpe_response.h``).
         record_chunk_times: keep one stamp per content-bearing event.
         max_connections: at most this many connections at once; further
-            requests wait for one (:class:`~.connection.ConnectionPool`).
-            None: one per request in flight.
+            requests wait for one (:class:`~.pool.ConnectionPool`).
+            None: as many as the requests in flight need.
+        http2: speak HTTP/2 (see the module doc).
+        ca_bundle: a PEM file of the certificate authorities to trust for
+            ``https://`` (default: the system's).
+        insecure: do not verify the server's certificate.
     """
 
     def __init__(
@@ -76,18 +90,32 @@ class Client:
         max_body: int = 16 << 20,
         record_chunk_times: bool = False,
         max_connections: int | None = None,
+        http2: bool = False,
+        ca_bundle: str | None = None,
+        insecure: bool = False,
     ) -> None:
         parts = urlsplit(base_url)
-        if parts.scheme != "http":
+        if parts.scheme not in ("http", "https"):
             raise ClientConfigError(
-                f"endpoint {base_url!r}: only http:// URLs are supported (HTTPS comes with HTTP/2)"
+                f"endpoint {base_url!r}: the URL must start with http:// or https://"
             )
         if not parts.hostname:
             raise ClientConfigError(f"endpoint {base_url!r} has no host")
+        tls = parts.scheme == "https"
         try:
-            port = parts.port or 80
+            port = parts.port or (443 if tls else 80)
         except ValueError as error:
             raise ClientConfigError(f"endpoint {base_url!r}: {error}") from None
+        if not tls and (ca_bundle is not None or insecure):
+            raise ClientConfigError(
+                f"endpoint {base_url!r} is not https://: ca_bundle and insecure do not apply"
+            )
+        context = None
+        if tls:
+            try:
+                context = tls_context(http2=http2, ca_bundle=ca_bundle, insecure=insecure)
+            except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
+                raise ClientConfigError(f"CA bundle {ca_bundle!r} cannot be used: {error}") from None
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("idle_timeout", idle_timeout),
@@ -101,21 +129,13 @@ class Client:
         self.base_url = base_url
         self.host = parts.hostname
         self.port = port
-        self._prefix = parts.path.rstrip("/")
-        host_field = self.host if port == 80 else f"{self.host}:{port}"
-        if ":" in self.host:  # an IPv6 literal keeps its brackets in Host
-            host_field = f"[{self.host}]" if port == 80 else f"[{self.host}]:{port}"
-        fields = [
-            f"Host: {host_field}",
-            "Content-Type: application/json",
-            "Accept: text/event-stream, application/json",
-            "User-Agent: mlpe-fast",
-        ]
-        if api_key:
-            fields.append(f"Authorization: Bearer {api_key}")
-        fields += [f"{name}: {value}" for name, value in (headers or {}).items()]
-        self._fields = ("\r\n".join(fields) + "\r\nContent-Length: ").encode("latin-1")
-        self._request_lines: dict[str, bytes] = {}
+        self.http2 = http2
+        self._endpoint = Endpoint(self.host, port, tls=context, http2=http2)
+        self._framing = RequestFraming(
+            parts.scheme, self.host, port, parts.path.rstrip("/"), api_key=api_key, headers=headers
+        )
+        # Over HTTP/1.1 only, the request is framed once at issue.
+        self._frame_at_issue = not http2
         self._idle_timeout_ns = None if idle_timeout is None else int(idle_timeout * 1e9)
         self._total_timeout_ns = None if total_timeout is None else int(total_timeout * 1e9)
         self._connect_timeout = connect_timeout
@@ -146,8 +166,8 @@ class Client:
         if self._pool is not None:
             return
         self._pool = ConnectionPool(
-            self.host,
-            self.port,
+            self._endpoint,
+            self._framing,
             connect_timeout=self._connect_timeout,
             decoder_options=self._decoder_options,
             on_connect_failed=self._connect_failed,
@@ -169,8 +189,8 @@ class Client:
         if pool is None:
             return
         t_ns = monotonic_ns()
-        for connection in pool.busy():
-            connection.fail(t_ns, "Cancelled", message)
+        for request in pool.in_flight():
+            request.fail(t_ns, "Cancelled", message)
         await pool.cancel_connecting()
 
     async def aclose(self) -> None:
@@ -183,8 +203,8 @@ class Client:
             await asyncio.gather(self._watchdog, return_exceptions=True)
             self._watchdog = None
         t_ns = monotonic_ns()
-        for connection in pool.busy():
-            connection.fail(t_ns, "Cancelled", "client closed with the request in flight")
+        for request in pool.in_flight():
+            request.fail(t_ns, "Cancelled", "client closed with the request in flight")
         await pool.aclose()
         self._pool = None
 
@@ -192,12 +212,7 @@ class Client:
 
     def frame(self, body: bytes, path: str = CHAT_PATH) -> bytes:
         """The HTTP/1.1 request for a JSON body (pre-encoded per path)."""
-        line = self._request_lines.get(path)
-        if line is None:
-            line = self._request_lines[path] = (
-                f"POST {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1") + self._fields
-            )
-        return b"%s%d\r\n\r\n%s" % (line, len(body), body)
+        return self._framing.h1(body, path)
 
     def new_sample_id(self) -> str:
         """A fresh 32-hex-digit sample id (the reference's ``sample_uuid``)."""
@@ -222,7 +237,9 @@ class Client:
             body = _encode(body)
         self.in_flight += 1
         exchange = Exchange(
-            self.frame(body, path),
+            body,
+            path,
+            self._framing.h1(body, path) if self._frame_at_issue else None,
             self._done_callback(on_done),
             on_first,
             sample_index,
@@ -255,7 +272,22 @@ class Client:
 
     @property
     def connect_ns_total(self) -> int:
+        """Connection setup, TCP connect and TLS handshake, summed."""
         return 0 if self._pool is None else self._pool.connect_ns_total
+
+    @property
+    def tls_handshakes(self) -> int:
+        return 0 if self._pool is None else self._pool.tls_handshakes
+
+    @property
+    def tls_ns_total(self) -> int:
+        """The TLS handshakes' part of ``connect_ns_total``."""
+        return 0 if self._pool is None else self._pool.tls_ns_total
+
+    @property
+    def http2_connections(self) -> int:
+        """Connections that spoke HTTP/2 (ALPN may choose HTTP/1.1)."""
+        return 0 if self._pool is None else self._pool.http2_connections
 
     # -- internals ------------------------------------------------------------
 
@@ -280,14 +312,14 @@ class Client:
             if pool is None:
                 return
             now = monotonic_ns()
-            for connection in pool.busy():
-                self._check(connection, now, idle, total)
+            for request in pool.in_flight():
+                self._check(request, now, idle, total)
 
     @staticmethod
-    def _check(connection: Connection, now: int, idle: int | None, total: int | None) -> None:
-        if total is not None and now - connection.t_issue > total:
-            connection.fail(
+    def _check(request: InFlight, now: int, idle: int | None, total: int | None) -> None:
+        if total is not None and now - request.t_issue > total:
+            request.fail(
                 now, "TotalTimeout", f"no complete response within {total / 1e9:g} s of issue"
             )
-        elif idle is not None and now - connection.last_read_ns > idle:
-            connection.fail(now, "IdleTimeout", f"no bytes from the endpoint for {idle / 1e9:g} s")
+        elif idle is not None and now - max(request.last_read_ns, request.t_issue) > idle:
+            request.fail(now, "IdleTimeout", f"no bytes from the endpoint for {idle / 1e9:g} s")

@@ -1,9 +1,10 @@
-"""Connections and the pool that reuses them (HTTP/1.1, one request at a time).
+"""An HTTP/1.1 connection (one request at a time) and the exchange it carries.
 
-A :class:`Connection` is the asyncio protocol of one TCP connection: its read
+A :class:`Connection` is the asyncio protocol of one connection: its read
 path (stamp, feed) is the :class:`ReadCore` of ``_reader``; here is what runs
 once per request: starting an exchange, turning the decoder's summary into a
-:class:`RequestRecord`, handing the connection back, and failures.
+:class:`RequestRecord`, handing the connection back, and failures.  The pool
+that holds connections of both protocols is :mod:`mlpe_fast.engine.pool`.
 
 Rules:
  1. A connection carries one request at a time (no pipelining): the pool
@@ -28,41 +29,53 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, cast
 
 from ..errors import error_name
 from ..wire.events import ResponseSummary
-from ._reader import ReadCore, monotonic_ns
+from ._reader import ReadCore
 from .record import RequestRecord
 
-__all__ = ("Connection", "ConnectionPool", "Exchange")
+if TYPE_CHECKING:
+    from .pool import ConnectionPool
+
+__all__ = ("Connection", "Exchange")
 
 
 class Exchange:
     """One request and what to call when it ends."""
 
     __slots__ = (
+        "body",
+        "connect_ns",
         "on_done",
         "on_first",
+        "path",
         "request",
         "retries",
         "sample_id",
         "sample_index",
         "t_issue",
+        "t_opened",
         "t_sched",
     )
 
     def __init__(
         self,
-        request: bytes,
+        body: bytes,
+        path: str,
+        request: bytes | None,
         on_done: Callable[[RequestRecord], object],
         on_first: Callable[[Exchange, int], object] | None,
         sample_index: int,
         sample_id: str,
         t_sched: int | None,
     ) -> None:
+        self.body = body
+        self.path = path
+        # The HTTP/1.1 request, when the client knows it will be HTTP/1.1
+        # (else the connection frames it: RequestFraming).
         self.request = request
         self.on_done = on_done
         self.on_first = on_first
@@ -71,6 +84,11 @@ class Exchange:
         self.t_sched = t_sched
         self.t_issue = 0
         self.retries = 0
+        # Set by the pool when this request opened its connection: the
+        # connect began at t_opened, and the TCP connect plus the TLS
+        # handshake took connect_ns (both part of the request, see dial).
+        self.t_opened = 0
+        self.connect_ns = 0
 
     def record(
         self,
@@ -90,6 +108,7 @@ class Exchange:
             error_class=error_class,
             error_message=error_message,
             retries=self.retries,
+            connect_ns=self.connect_ns,
         )
 
 
@@ -140,9 +159,13 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
     def start(self, exchange: Exchange) -> None:
         assert self.transport is not None and self.exchange is None
         self.exchange = exchange
-        exchange.t_issue = self.begin(
-            self.transport, exchange.request, exchange.on_first is not None
-        )
+        request = exchange.request
+        if request is None:
+            request = self.pool.framing.h1(exchange.body, exchange.path)
+        t_write = self.begin(self.transport, request, exchange.on_first is not None)
+        # The first request on a new connection began with the connect.
+        exchange.t_issue = exchange.t_opened or t_write
+        exchange.t_opened = 0
 
     def on_first_token(self, t_ns: int) -> None:
         exchange = self.exchange
@@ -200,142 +223,3 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
             self.pool.forget(self)
             if self.transport is not None:
                 self.transport.abort()
-
-
-class ConnectionPool:
-    """The connections to one endpoint (rule 1).
-
-    ``max_connections`` caps the connections open or opening at once (the
-    reference client's ``--max-connections``); a request that finds none
-    free waits, in order, for the next connection released, so its
-    ``t_issue`` (when its bytes are written) comes after the wait.  None:
-    one connection per request in flight.
-    """
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        *,
-        connect_timeout: float,
-        decoder_options: dict[str, Any],
-        on_connect_failed: Callable[[Exchange, str, str], object],
-        max_connections: int | None = None,
-    ) -> None:
-        self.host = host
-        self.port = port
-        self.connect_timeout = connect_timeout
-        self.decoder_options = decoder_options
-        self._on_connect_failed = on_connect_failed
-        self._idle: list[Connection] = []
-        self._open: set[Connection] = set()
-        self._connecting: set[asyncio.Task[None]] = set()
-        self._waiting: deque[Exchange] = deque()
-        self._not_started: dict[asyncio.Task[None], Exchange] = {}
-        self.max_connections = max_connections
-        self.connections_opened = 0
-        self.connect_ns_total = 0
-
-    def start(self, exchange: Exchange) -> None:
-        """Sends the exchange on an idle connection, or on a new one."""
-        idle = self._idle
-        while idle:
-            connection = idle.pop()
-            if not connection.closed:
-                connection.start(exchange)
-                return
-        if self._at_cap():
-            self._waiting.append(exchange)
-            return
-        self._connect(exchange)
-
-    def _at_cap(self) -> bool:
-        cap = self.max_connections
-        return cap is not None and len(self._open) + len(self._connecting) >= cap
-
-    def _connect(self, exchange: Exchange) -> None:
-        task = asyncio.get_running_loop().create_task(self._connect_and_start(exchange))
-        self._connecting.add(task)
-        self._not_started[task] = exchange
-        task.add_done_callback(self._connected)
-
-    def _connected(self, task: asyncio.Task[None]) -> None:
-        self._connecting.discard(task)
-        exchange = self._not_started.pop(task, None)
-        if exchange is not None:  # cancelled before it ran: no record was made
-            self._on_connect_failed(exchange, "Cancelled", "client closed while connecting")
-        self._serve_waiting()
-
-    def _serve_waiting(self) -> None:
-        """Opens connections for waiting requests while below the cap."""
-        while self._waiting and not self._at_cap():
-            self._connect(self._waiting.popleft())
-
-    async def _connect_and_start(self, exchange: Exchange) -> None:
-        self._not_started.pop(cast("asyncio.Task[None]", asyncio.current_task()), None)
-        loop = asyncio.get_running_loop()
-        t_start = monotonic_ns()
-        try:
-            _, connection = await asyncio.wait_for(
-                loop.create_connection(lambda: Connection(self), self.host, self.port),
-                self.connect_timeout,
-            )
-        except asyncio.TimeoutError:
-            self._on_connect_failed(
-                exchange,
-                "ConnectTimeout",
-                f"no connection to {self.host}:{self.port} within {self.connect_timeout:g} s",
-            )
-            return
-        except OSError as error:
-            reason = error.strerror or str(error)
-            self._on_connect_failed(
-                exchange, "ConnectError", f"cannot connect to {self.host}:{self.port}: {reason}"
-            )
-            return
-        except asyncio.CancelledError:
-            self._on_connect_failed(exchange, "Cancelled", "client closed while connecting")
-            raise
-        self.connections_opened += 1
-        self.connect_ns_total += monotonic_ns() - t_start
-        self._open.add(connection)
-        connection.start(exchange)
-
-    def release(self, connection: Connection, keep_alive: bool) -> None:
-        """Rule 2: a kept-alive connection serves the next waiting request,
-        else waits idle."""
-        if keep_alive and not connection.closed:
-            if self._waiting:
-                connection.start(self._waiting.popleft())
-            else:
-                self._idle.append(connection)
-        else:
-            connection.close()
-
-    def forget(self, connection: Connection) -> None:
-        self._open.discard(connection)
-        self._serve_waiting()
-
-    def busy(self) -> list[Connection]:
-        """Connections with a request in flight."""
-        return [c for c in self._open if c.exchange is not None]
-
-    async def cancel_connecting(self) -> None:
-        """Cancels waiting requests and connection attempts; their requests
-        end as ``Cancelled``."""
-        waiting, self._waiting = self._waiting, deque()
-        for exchange in waiting:
-            self._on_connect_failed(
-                exchange, "Cancelled", "cancelled while waiting for a connection"
-            )
-        for task in list(self._connecting):
-            task.cancel()
-        if self._connecting:
-            await asyncio.gather(*self._connecting, return_exceptions=True)
-
-    async def aclose(self) -> None:
-        """Cancels connection attempts and closes every connection."""
-        await self.cancel_connecting()
-        for connection in list(self._open):
-            connection.close()
-        self._idle.clear()

@@ -5,7 +5,10 @@ compiled core is in use), with the meanings of ``docs/architecture.md``:
 
 * ``t_sched``: when the scheduler meant the request to go (equals ``t_issue``
   for closed-loop issuing);
-* ``t_issue``: just before the request bytes were written to the socket;
+* ``t_issue``: just before the request bytes were written to the socket, or,
+  for the first request on a new connection, just before the connect: the
+  TCP connect and the TLS handshake are part of that request as a user's
+  client would see it (``connect_ns`` says how long they took);
 * ``response.t_head`` / ``t_first`` / ``t_done``: the reads that completed
   the head, the first content-bearing event and the ``[DONE]`` event (or the
   end of the body);
@@ -25,6 +28,9 @@ __all__ = ("RequestRecord",)
 class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     """What happened to one request.
 
+    ``connect_ns`` is the connection setup (TCP connect and TLS handshake)
+    this request waited for: zero on a connection already open.
+
     ``error_class`` is ``None`` for a complete 2xx response; otherwise it
     names what went wrong (a :class:`mlpe_fast.errors.ProtocolError` subclass
     such as ``IncompleteResponse``, ``HTTPStatusError``, ``ConnectError``,
@@ -42,6 +48,7 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     error_class: str | None = None
     error_message: str | None = None
     retries: int = 0
+    connect_ns: int = 0
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,99 @@
+"""Pure-Python twin of the engine's HTTP/2 read path (``_h2_reader_c.pyx``).
+
+An :class:`H2ReadCore` is the part of an HTTP/2 connection that runs on
+every network read: it stamps the read and runs the DATA de-framer
+(:mod:`mlpe_fast.wire._h2`) over it, which feeds the registered streams'
+decoders.  Python (the owner, :mod:`mlpe_fast.engine.h2`) runs only for
+what the de-framer hands back: frames for ``h2`` (HEADERS, SETTINGS,
+RST_STREAM, GOAWAY, ...), a stream's milestones, and a connection error.
+WINDOW_UPDATE frames the de-framer asks for are written at the end of the
+read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..wire._h2_py import DataDeframer
+from ._reader_py import READ_SIZE, monotonic_ns
+
+__all__ = ("H2ReadCore",)
+
+
+class H2ReadCore:
+    """Stamps reads and de-frames DATA for the registered streams.
+
+    The owner sets ``transport`` once connected; the event loop calls
+    :meth:`get_buffer` / :meth:`buffer_updated`; the core calls back, in the
+    order the input holds them:
+
+    * ``self.on_stream_event(stream_id, flags, t_ns)`` for each de-framer
+      event (``FIRST``/``DONE``/``ERROR`` of :mod:`mlpe_fast.wire._h2_py`);
+    * ``self.on_frames(data, t_ns)`` with bytes for ``h2.receive_data``;
+    * ``self.on_deframe_error(error_code, t_ns)`` when the input breaks
+      HTTP/2 (nothing more is read from it).
+
+    Once a hook has set ``closed``, the rest of the read is dropped: no
+    further hook runs and no WINDOW_UPDATE is written; a closed core ignores
+    later reads.
+    """
+
+    def __init__(self, max_frame_size: int, connection_window: int, stream_window: int) -> None:
+        self.deframer = DataDeframer(
+            max_frame_size=max_frame_size,
+            connection_window=connection_window,
+            stream_window=stream_window,
+        )
+        self._buffer = bytearray(READ_SIZE)
+        self._view = memoryview(self._buffer)
+        self.transport: Any = None
+        self.last_read_ns = 0
+        self.closed = False  # set by the owner; a closed connection reads no further
+
+    def register(self, stream_id: int, decoder: Any) -> None:
+        """DATA of ``stream_id`` goes to ``decoder`` (body mode, head set)."""
+        self.deframer.register(stream_id, decoder)
+
+    def unregister(self, stream_id: int) -> bool:
+        return self.deframer.unregister(stream_id)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        t_ns = monotonic_ns()
+        self.last_read_ns = t_ns
+        deframer = self.deframer
+        view = self._view[:nbytes]
+        pos = 0
+        while True:
+            pos += deframer.feed(view[pos:], t_ns)
+            for stream_id, flags in deframer.take_events():
+                self.on_stream_event(stream_id, flags, t_ns)
+                if self.closed:
+                    return
+            passthrough = deframer.take_passthrough()
+            if passthrough:
+                self.on_frames(passthrough, t_ns)
+                if self.closed:
+                    return
+            if deframer.error:
+                self.on_deframe_error(deframer.error, t_ns)
+                return
+            if pos >= nbytes:
+                break
+        updates = deframer.take_window_updates()
+        if updates and self.transport is not None:
+            self.transport.write(updates)
+
+    # Hooks the owner overrides.
+    def on_stream_event(self, stream_id: int, flags: int, t_ns: int) -> None:
+        raise NotImplementedError
+
+    def on_frames(self, data: bytes, t_ns: int) -> None:
+        raise NotImplementedError
+
+    def on_deframe_error(self, error_code: int, t_ns: int) -> None:
+        raise NotImplementedError

@@ -1,0 +1,203 @@
+"""Opening a connection: TCP, then TLS with ALPN, then the protocol object.
+
+The TLS handshake runs on the connected transport (``loop.start_tls``)
+rather than inside ``create_connection`` so that the two steps are timed
+apart: both belong to the first request on a new connection (its
+``t_issue`` is taken before the connect, as a user's client would see it),
+and the self-audit reports them on their own as connection setup.
+
+Over TLS the server picks the protocol (ALPN, RFC 7301), so the protocol
+object is made only once the handshake is done; bytes the server sends in
+between (HTTP/2's SETTINGS come at once) are handed to it on arrival.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ._reader import monotonic_ns
+
+__all__ = ("Dialed", "DialError", "Endpoint", "dial", "tls_context")
+
+ALPN_H2 = "h2"
+ALPN_HTTP11 = "http/1.1"
+
+
+def tls_context(
+    *, http2: bool, ca_bundle: str | None = None, insecure: bool = False
+) -> ssl.SSLContext:
+    """The client's TLS settings: certificates verified against the system's
+    trust store (or ``ca_bundle``) and the host name checked, unless
+    ``insecure``; ALPN offers ``h2`` first when ``http2``."""
+    context = ssl.create_default_context(cafile=ca_bundle)
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols([ALPN_H2, ALPN_HTTP11] if http2 else [ALPN_HTTP11])
+    return context
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and how to connect.
+
+    ``http2`` without ``tls`` is HTTP/2 with prior knowledge (h2c, RFC 9113
+    section 3.3); with ``tls`` it is what ALPN offers first.
+    """
+
+    host: str
+    port: int
+    tls: ssl.SSLContext | None = None
+    server_hostname: str | None = None
+    http2: bool = False
+
+
+@dataclass(frozen=True)
+class Dialed:
+    """A connection ready for requests."""
+
+    protocol: Any
+    http2: bool
+    tcp_ns: int
+    tls_ns: int
+
+
+class DialError(Exception):
+    """Connecting failed; ``error_class`` names how (for the record)."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+
+
+class _Handshaking(asyncio.Protocol):
+    """Holds what arrives before the real protocol object takes over."""
+
+    def __init__(self) -> None:
+        self.early: list[bytes] = []
+        self.lost: Exception | None = None
+        self.closed = False
+
+    def data_received(self, data: bytes) -> None:
+        self.early.append(data)
+
+    def eof_received(self) -> bool:
+        self.closed = True
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.lost = exc
+
+
+def _nodelay(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        # A request is one write; tokens must not wait for Nagle.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def dial(
+    endpoint: Endpoint,
+    make_protocol: Callable[[bool], Any],
+    timeout: float,
+) -> Dialed:
+    """Connects and returns the protocol object ``make_protocol(http2)`` made
+    for the connection, already attached to it.
+
+    Raises:
+        DialError: ``ConnectTimeout``, ``ConnectError`` or ``TLSError``.
+    """
+    loop = asyncio.get_running_loop()
+    where = f"{endpoint.host}:{endpoint.port}"
+    t_start = monotonic_ns()
+    deadline = loop.time() + timeout
+    if endpoint.tls is None:
+        http2 = endpoint.http2
+        try:
+            _, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: make_protocol(http2), endpoint.host, endpoint.port),
+                timeout,
+            )
+        except asyncio.TimeoutError:
+            raise DialError(
+                "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
+            ) from None
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+        return Dialed(protocol, http2, monotonic_ns() - t_start, 0)
+
+    holder = _Handshaking()
+    try:
+        transport, _ = await asyncio.wait_for(
+            loop.create_connection(lambda: holder, endpoint.host, endpoint.port), timeout
+        )
+    except asyncio.TimeoutError:
+        raise DialError("ConnectTimeout", f"no connection to {where} within {timeout:g} s") from None
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+    t_connected = monotonic_ns()
+    _nodelay(transport)
+    try:
+        tls_transport = await asyncio.wait_for(
+            loop.start_tls(
+                transport,
+                holder,
+                endpoint.tls,
+                server_hostname=endpoint.server_hostname or endpoint.host,
+            ),
+            max(deadline - loop.time(), 0.001),
+        )
+    except asyncio.TimeoutError:
+        transport.abort()
+        raise DialError(
+            "ConnectTimeout", f"no TLS handshake with {where} within {timeout:g} s"
+        ) from None
+    except asyncio.CancelledError:
+        transport.abort()
+        raise
+    except ssl.SSLCertVerificationError as error:
+        transport.abort()
+        raise DialError(
+            "TLSError",
+            f"TLS with {where}: the server's certificate was not accepted "
+            f"({error.verify_message or error.reason}); give its CA with --ca-bundle, "
+            "or --insecure to skip verification",
+        ) from None
+    except (ssl.SSLError, OSError, ConnectionError) as error:
+        transport.abort()
+        raise DialError("TLSError", f"TLS handshake with {where} failed: {error}") from None
+    if tls_transport is None or holder.closed:
+        if tls_transport is not None:
+            tls_transport.abort()
+        raise DialError("ConnectError", f"{where} closed the connection during the TLS handshake")
+    t_secured = monotonic_ns()
+    ssl_object = tls_transport.get_extra_info("ssl_object")
+    alpn = ssl_object.selected_alpn_protocol() if ssl_object is not None else None
+    # RFC 7301 section 3.2: no protocol selected means the server ignores
+    # ALPN; HTTP/1.1 is then the only safe assumption.
+    http2 = endpoint.http2 and alpn == ALPN_H2
+    protocol = make_protocol(http2)
+    tls_transport.set_protocol(protocol)
+    protocol.connection_made(tls_transport)
+    for data in holder.early:  # bytes that came before the switch
+        _deliver(protocol, data)
+    return Dialed(protocol, http2, t_connected - t_start, t_secured - t_connected)
+
+
+def _deliver(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        buffer = cast(memoryview, protocol.get_buffer(len(view)))
+        n = min(len(buffer), len(view))
+        buffer[:n] = view[:n]
+        protocol.buffer_updated(n)
+        view = view[n:]

@@ -1,0 +1,260 @@
+"""The connections to one endpoint, HTTP/1.1 and HTTP/2 alike.
+
+Rules:
+ 1. Never more connections than needed: an HTTP/1.1 connection carries one
+    request at a time (idle ones are reused last in, first out, so the
+    warmest goes first); an HTTP/2 connection carries as many streams as
+    the server's SETTINGS_MAX_CONCURRENT_STREAMS allows (RFC 9113 section
+    5.1.2), and a new connection is opened only when every open one is full.
+ 2. While an HTTP/2 connection is being opened, requests wait for it rather
+    than open more, up to the server's stream limit as the last SETTINGS
+    said (``STREAMS_BEFORE_SETTINGS`` until a server has said).  Over TLS the server may answer
+    HTTP/1.1 instead (ALPN); from then on every connection is HTTP/1.1 and
+    the requests that waited are started as such.
+ 3. ``max_connections`` caps the connections open or opening; a request
+    that finds no room waits, in order, for the next stream or connection
+    freed, and its ``t_issue`` comes after the wait.
+ 4. A request that opened its connection (or waited for one being opened)
+    counts the wait in its ``t_issue`` and ``connect_ns``, TLS included.
+ 5. Every request ends in exactly one record: requests still waiting or
+    dialing when the pool closes end as ``Cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ._reader import monotonic_ns
+from .connection import Connection, Exchange
+from .dial import DialError, Endpoint, dial
+from .framing import RequestFraming
+from .h2 import H2Connection
+
+__all__ = ("STREAMS_BEFORE_SETTINGS", "ConnectionPool", "InFlight")
+
+# RFC 9113 section 6.5.2 recommends servers allow at least 100 streams.
+STREAMS_BEFORE_SETTINGS = 100
+
+
+class InFlight(Protocol):
+    """A request in flight, as the client's watchdog sees it."""
+
+    @property
+    def t_issue(self) -> int: ...
+
+    @property
+    def last_read_ns(self) -> int: ...
+
+    def fail(self, t_ns: int, error_class: str, message: str) -> None: ...
+
+
+class ConnectionPool:
+    """Opens, reuses and closes the connections to one endpoint."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        framing: RequestFraming,
+        *,
+        connect_timeout: float,
+        decoder_options: dict[str, Any],
+        on_connect_failed: Callable[[Exchange, str, str], object],
+        max_connections: int | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.framing = framing
+        self.connect_timeout = connect_timeout
+        self.decoder_options = decoder_options
+        self._on_connect_failed = on_connect_failed
+        self.max_connections = max_connections
+        # Rule 2: HTTP/2 until a server says otherwise over ALPN.
+        self._maybe_http2 = endpoint.http2
+        self._idle: list[Connection] = []
+        self._multiplexed: list[H2Connection] = []
+        self._open: set[Connection | H2Connection] = set()
+        self._dialing: dict[asyncio.Task[None], list[Exchange]] = {}
+        self._waiting: deque[Exchange] = deque()
+        self.connections_opened = 0
+        self.connect_ns_total = 0
+        self.tls_handshakes = 0
+        self.tls_ns_total = 0
+        self.http2_connections = 0
+        # Rule 2: what the server's SETTINGS said last (all its connections
+        # are the same server).
+        self.stream_limit = STREAMS_BEFORE_SETTINGS
+
+    # -- starting requests ----------------------------------------------------
+
+    def start(self, exchange: Exchange) -> None:
+        """Sends the exchange on a connection with room, or on a new one."""
+        for connection in self._multiplexed:
+            if connection.room() > 0:
+                connection.start(exchange)
+                return
+        idle = self._idle
+        while idle:
+            connection = idle.pop()
+            if not connection.closed:
+                connection.start(exchange)
+                return
+        if self._maybe_http2:
+            for promised in self._dialing.values():
+                if len(promised) < self.stream_limit:
+                    exchange.t_opened = monotonic_ns()
+                    promised.append(exchange)
+                    return
+        if self._at_cap():
+            self._waiting.append(exchange)
+            return
+        self._dial([exchange])
+
+    def _at_cap(self) -> bool:
+        cap = self.max_connections
+        return cap is not None and len(self._open) + len(self._dialing) >= cap
+
+    def _dial(self, exchanges: list[Exchange]) -> None:
+        t_opened = monotonic_ns()
+        for exchange in exchanges:
+            exchange.t_opened = t_opened
+        task = asyncio.get_running_loop().create_task(self._dial_and_start())
+        self._dialing[task] = exchanges
+        task.add_done_callback(self._dialed)
+
+    def _dialed(self, task: asyncio.Task[None]) -> None:
+        # Rule 5: a dial cancelled (or broken) before it handed its requests out.
+        for exchange in self._dialing.pop(task, ()):
+            self._fail_unsent(exchange, "Cancelled", "client closed while connecting")
+        self._serve_waiting()
+
+    def _make_protocol(self, http2: bool) -> Connection | H2Connection:
+        return H2Connection(self) if http2 else Connection(self)
+
+    async def _dial_and_start(self) -> None:
+        task = asyncio.current_task()
+        try:
+            dialed = await dial(self.endpoint, self._make_protocol, self.connect_timeout)
+        except DialError as error:
+            for exchange in self._dialing.pop(task, ()):  # type: ignore[arg-type]
+                self._fail_unsent(exchange, error.error_class, error.message)
+            return
+        exchanges = self._dialing.pop(task, [])  # type: ignore[arg-type]
+        t_ready = monotonic_ns()
+        self.connections_opened += 1
+        self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
+        if dialed.tls_ns:
+            self.tls_handshakes += 1
+            self.tls_ns_total += dialed.tls_ns
+        connection = dialed.protocol
+        if connection.closed:  # the server hung up at once
+            for exchange in exchanges:
+                self._fail_unsent(
+                    exchange, "ConnectError", "the endpoint closed the connection at once"
+                )
+            return
+        self._open.add(connection)
+        for exchange in exchanges:
+            exchange.connect_ns = t_ready - exchange.t_opened
+        if dialed.http2:
+            self.http2_connections += 1
+            self._multiplexed.append(connection)
+            rest = []
+            for exchange in exchanges:
+                if connection.room() > 0:
+                    connection.start(exchange)
+                else:
+                    exchange.t_opened = exchange.connect_ns = 0
+                    rest.append(exchange)
+        else:
+            self._maybe_http2 = False  # rule 2: ALPN chose HTTP/1.1
+            connection.start(exchanges[0])
+            rest = exchanges[1:]
+            for exchange in rest:
+                exchange.t_opened = exchange.connect_ns = 0
+        for exchange in rest:
+            self.start(exchange)
+
+    def _fail_unsent(self, exchange: Exchange, error_class: str, message: str) -> None:
+        exchange.t_issue = exchange.t_opened or exchange.t_issue
+        self._on_connect_failed(exchange, error_class, message)
+
+    def _serve_waiting(self) -> None:
+        """Starts waiting requests on connections with room, and opens
+        connections for the rest while below the cap (rule 3)."""
+        waiting = self._waiting
+        while waiting:
+            connection = next((c for c in self._multiplexed if c.room() > 0), None)
+            if connection is not None:
+                connection.start(waiting.popleft())
+                continue
+            if self._at_cap():
+                return
+            batch = max(1, self.stream_limit) if self._maybe_http2 else 1
+            self._dial([waiting.popleft() for _ in range(min(batch, len(waiting)))])
+
+    # -- connections report back ----------------------------------------------
+
+    def release(self, connection: Connection, keep_alive: bool) -> None:
+        """An HTTP/1.1 response ended: a kept-alive connection serves the next
+        waiting request, else waits idle (RFC 9112 section 9.3)."""
+        if keep_alive and not connection.closed:
+            if self._waiting:
+                connection.start(self._waiting.popleft())
+            else:
+                self._idle.append(connection)
+        else:
+            connection.close()
+
+    def room_freed(self, connection: H2Connection) -> None:
+        """An HTTP/2 stream ended or the server raised its stream limit."""
+        waiting = self._waiting
+        while waiting and connection.room() > 0:
+            connection.start(waiting.popleft())
+
+    def draining(self, connection: H2Connection) -> None:
+        """The server sent GOAWAY: no new streams on ``connection``."""
+        if connection in self._multiplexed:
+            self._multiplexed.remove(connection)
+        self._serve_waiting()
+
+    def forget(self, connection: Connection | H2Connection) -> None:
+        """``connection`` closed."""
+        self._open.discard(connection)
+        if isinstance(connection, H2Connection) and connection in self._multiplexed:
+            self._multiplexed.remove(connection)
+        self._serve_waiting()
+
+    # -- the client's view ----------------------------------------------------
+
+    def in_flight(self) -> list[InFlight]:
+        """Requests with bytes on the wire (for timeouts and cancellation)."""
+        out: list[InFlight] = []
+        for connection in self._open:
+            if isinstance(connection, H2Connection):
+                out.extend(connection.in_flight())
+            elif connection.exchange is not None:
+                out.append(connection)
+        return out
+
+    async def cancel_connecting(self) -> None:
+        """Cancels waiting requests and dials; their requests end as ``Cancelled``."""
+        waiting, self._waiting = self._waiting, deque()
+        for exchange in waiting:
+            self._on_connect_failed(
+                exchange, "Cancelled", "cancelled while waiting for a connection"
+            )
+        tasks = list(self._dialing)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancels dials and closes every connection."""
+        await self.cancel_connecting()
+        for connection in list(self._open):
+            connection.close()
+        self._idle.clear()
+        self._multiplexed.clear()
