@@ -1,5 +1,5 @@
 /*
- * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R8).
+ * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R9).
  */
 #include "mlpe_response.h"
 
@@ -52,38 +52,55 @@ static unsigned fail(mlpe_response *r, int code, uint64_t pos) {
 
 /* ---- head ------------------------------------------------------------- */
 
-static int header_is(const mlpe_h1_parser *p, const char *name, size_t name_len,
-                     const char *prefix, size_t prefix_len, int *present) {
-    long i = mlpe_h1_find_header(p, name, name_len);
-    const uint8_t *v;
-    size_t n, k;
-    *present = i >= 0;
-    if (i < 0)
+/* R1/R2: the field value names `expected` (lower case), in any case, and ends
+ * there or continues with parameters (RFC 9110 8.3.1).  NULL is an absent
+ * field, which names nothing. */
+static int value_names(const uint8_t *v, size_t n, const char *expected, size_t expected_len) {
+    size_t k;
+    if (v == NULL || n < expected_len)
         return 0;
-    v = p->fields.ptr + p->headers[i].value_off;
-    n = p->headers[i].value_len;
-    if (n < prefix_len)
-        return 0;
-    for (k = 0; k < prefix_len; k++)
-        if (mlpe_lower(v[k]) != (uint8_t)prefix[k])
+    for (k = 0; k < expected_len; k++)
+        if (mlpe_lower(v[k]) != (uint8_t)expected[k])
             return 0;
-    /* the media type ends here or continues with parameters (RFC 9110 8.3.1) */
-    return n == prefix_len || v[prefix_len] == ';' || v[prefix_len] == ' ' || v[prefix_len] == '\t';
+    return n == expected_len || v[expected_len] == ';' || v[expected_len] == ' ' ||
+           v[expected_len] == '\t';
 }
 
-static unsigned on_head(mlpe_response *r, int64_t t_ns) {
-    int present;
-    r->status = r->h1.status;
+/* R1/R2 for a final head, however it was framed: both input modes come
+ * here, so that HTTP/1.1 and R9 read a head alike. */
+static unsigned apply_head(mlpe_response *r, int status, const uint8_t *content_type,
+                           size_t content_type_len, const uint8_t *content_encoding,
+                           size_t content_encoding_len, int64_t t_ns) {
+    r->status = status;
     r->t_head = t_ns;
-    if (header_is(&r->h1, "content-encoding", 16, "identity", 8, &present) == 0 && present)
+    if (content_encoding != NULL &&
+        !value_names(content_encoding, content_encoding_len, "identity", 8))
         return fail(r, MLPE_E_CONTENT_ENCODING, 0);
-    if (r->status < 200 || r->status > 299)
+    if (status < 200 || status > 299)
         r->body_kind = MLPE_BODY_ERROR;
-    else if (header_is(&r->h1, "content-type", 12, "text/event-stream", 17, &present))
+    else if (value_names(content_type, content_type_len, "text/event-stream", 17))
         r->body_kind = MLPE_BODY_SSE;
     else
         r->body_kind = MLPE_BODY_JSON;
     return MLPE_RESPONSE_HEAD;
+}
+
+/* The value of the last header field of a name, {NULL, 0} when absent. */
+static mlpe_span h1_field(const mlpe_h1_parser *p, const char *name, size_t name_len) {
+    mlpe_span v = {NULL, 0};
+    long i = mlpe_h1_find_header(p, name, name_len);
+    if (i >= 0) {
+        /* never NULL: the field's name is stored in the same buffer */
+        v.ptr = p->fields.ptr + p->headers[i].value_off;
+        v.len = p->headers[i].value_len;
+    }
+    return v;
+}
+
+static unsigned on_head(mlpe_response *r, int64_t t_ns) {
+    mlpe_span type = h1_field(&r->h1, "content-type", 12);
+    mlpe_span encoding = h1_field(&r->h1, "content-encoding", 16);
+    return apply_head(r, r->h1.status, type.ptr, type.len, encoding.ptr, encoding.len, t_ns);
 }
 
 /* ---- fragments -------------------------------------------------------- */
@@ -265,10 +282,10 @@ static unsigned on_body(mlpe_response *r, mlpe_span span, int64_t t_ns) {
     }
 }
 
-static unsigned on_message_done(mlpe_response *r, int64_t t_ns) {
+static unsigned on_message_done(mlpe_response *r, int keep_alive, int64_t t_ns) {
     unsigned flags = MLPE_RESPONSE_DONE;
     r->complete = 1;
-    r->keep_alive = r->h1.keep_alive;
+    r->keep_alive = keep_alive;
     if (r->body_kind == MLPE_BODY_JSON)
         flags |= decode_chunk(r, r->body.ptr, r->body.len, t_ns);
     if (r->t_done < 0) /* R4: no [DONE], the end of the message ends it */
@@ -279,8 +296,9 @@ static unsigned on_message_done(mlpe_response *r, int64_t t_ns) {
 unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns) {
     unsigned flags = 0;
     size_t off = 0;
-    if (MLPE_UNLIKELY(r->error))
-        return MLPE_RESPONSE_ERROR;
+    if (MLPE_UNLIKELY(r->error || r->input_mode == MLPE_INPUT_BODY))
+        return MLPE_RESPONSE_ERROR; /* terminal, or refused (R9) */
+    r->input_mode = MLPE_INPUT_WIRE;
     /* Until the framing wants more: it may report the end of a message only
      * once the last byte has been used (a Content-Length body ending with
      * the input, a 204 head). */
@@ -307,7 +325,7 @@ unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, i
             flags |= on_head(r, t_ns);
             break;
         case MLPE_H1_DONE:
-            flags |= on_message_done(r, t_ns);
+            flags |= on_message_done(r, r->h1.keep_alive, t_ns);
             break;
         default: /* MLPE_H1_ERROR */
             return flags | fail(r, r->h1.error, r->h1.error_pos);
@@ -320,16 +338,47 @@ unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, i
 
 unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns) {
     int res;
-    if (r->error)
-        return MLPE_RESPONSE_ERROR;
+    if (r->error || r->input_mode == MLPE_INPUT_BODY)
+        return MLPE_RESPONSE_ERROR; /* terminal, or refused (R9) */
+    r->input_mode = MLPE_INPUT_WIRE;
     if (r->complete)
         return 0;
     res = mlpe_h1_feed_eof(&r->h1);
     if (res == MLPE_H1_DONE)
-        return on_message_done(r, t_ns);
+        return on_message_done(r, r->h1.keep_alive, t_ns);
     if (res == MLPE_H1_ERROR)
         return fail(r, r->h1.error, r->h1.error_pos);
     /* Nothing of a response arrived at all: for the request we sent, that
      * is an incomplete response too. */
     return fail(r, MLPE_E_INCOMPLETE, r->h1.offset);
+}
+
+/* ---- body mode (R9) ---------------------------------------------------- */
+
+unsigned mlpe_response_set_head(mlpe_response *r, int status,
+                                const uint8_t *content_type, size_t content_type_len,
+                                const uint8_t *content_encoding, size_t content_encoding_len,
+                                int64_t t_ns) {
+    if (r->error || r->input_mode != MLPE_INPUT_NONE || status < 200 || status > 599)
+        return MLPE_RESPONSE_ERROR; /* terminal, or refused */
+    r->input_mode = MLPE_INPUT_BODY;
+    return apply_head(r, status, content_type, content_type_len, content_encoding,
+                      content_encoding_len, t_ns);
+}
+
+unsigned mlpe_response_feed_body(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns) {
+    mlpe_span body;
+    if (MLPE_UNLIKELY(r->error || r->input_mode != MLPE_INPUT_BODY || r->complete))
+        return MLPE_RESPONSE_ERROR; /* terminal, or refused */
+    body.ptr = data;
+    body.len = len;
+    return on_body(r, body, t_ns);
+}
+
+unsigned mlpe_response_end_body(mlpe_response *r, int64_t t_ns) {
+    if (r->error || r->input_mode != MLPE_INPUT_BODY || r->complete)
+        return MLPE_RESPONSE_ERROR; /* terminal, or refused */
+    /* The framing layer owns the connection: nothing here says it can be
+     * reused, so keep_alive stays 0. */
+    return on_message_done(r, 0, t_ns);
 }

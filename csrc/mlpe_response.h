@@ -43,6 +43,27 @@
  *      HTTP framing errors, and de-framed body bytes for the errors of the
  *      body (MLPE_E_EVENT_TOO_LARGE, MLPE_E_BODY_TOO_LARGE, and
  *      MLPE_E_CONTENT_ENCODING, which is found before body byte 0).
+ *  R9. (framing done elsewhere, e.g. HTTP/2): the head arrives as a status and
+ *      the two fields R1/R2 read (NULL/0 when absent), the body as de-framed
+ *      payload bytes, the end of the message as a call.  The h1 layer is
+ *      unused; keep_alive stays 0.  Everything else -- R1-R6, R8 with its
+ *      body-byte positions, the limits, the summary -- is what the same head
+ *      and body give over HTTP/1.1; R7 does not arise (the framing layer
+ *      owns the connection).
+ *
+ * Input modes
+ * -----------
+ * A response is fed either wire bytes (mlpe_response_feed, _feed_eof) or, by
+ * R9, a head, body pieces and an end (mlpe_response_set_head, _feed_body,
+ * _end_body); the first call chooses (input_mode).  A call out of order is
+ * the caller's bug, not the peer's, so it is refused without a trace: it
+ * returns MLPE_RESPONSE_ERROR and changes nothing -- error stays 0 (or the
+ * earlier error), so a caller can tell a refusal from a terminal error.
+ * Refused are: mlpe_response_feed / _feed_eof in body mode; set_head once any
+ * input came (or with a status outside 200-599: 1xx heads are the framing
+ * layer's business); feed_body / end_body before set_head, in wire mode or
+ * once end_body completed the message.  In wire mode a feed after the
+ * message is R7, not a refusal, as before.
  */
 #ifndef MLPE_RESPONSE_H
 #define MLPE_RESPONSE_H
@@ -58,7 +79,7 @@
 /* An error body is for a human: the first 64 KiB say what went wrong. */
 #define MLPE_RESPONSE_ERROR_BODY_MAX (64u << 10)
 
-/* Flags returned by mlpe_response_feed: what this call completed. */
+/* Flags returned by every input function: what this call completed. */
 #define MLPE_RESPONSE_HEAD 1u  /* the final response head */
 #define MLPE_RESPONSE_FIRST 2u /* the first content-bearing event */
 #define MLPE_RESPONSE_DONE 4u  /* the whole HTTP message */
@@ -70,6 +91,13 @@ typedef enum mlpe_body_kind {
     MLPE_BODY_JSON = 2,
     MLPE_BODY_ERROR = 3
 } mlpe_body_kind;
+
+/* Which input functions a response takes; fixed by the first call. */
+typedef enum mlpe_response_input {
+    MLPE_INPUT_NONE = 0, /* no input yet */
+    MLPE_INPUT_WIRE = 1, /* HTTP/1.1 bytes: mlpe_response_feed, _feed_eof */
+    MLPE_INPUT_BODY = 2  /* R9: mlpe_response_set_head, _feed_body, _end_body */
+} mlpe_response_input;
 
 typedef struct mlpe_tool_call {
     int32_t index;
@@ -86,6 +114,7 @@ typedef struct mlpe_response_limits {
 
 typedef struct mlpe_response {
     /* --- public, read-only --- */
+    int input_mode;                /* mlpe_response_input */
     int status;                    /* 0 until the head */
     int body_kind;                 /* mlpe_body_kind */
     int keep_alive;                /* final once complete */
@@ -136,5 +165,25 @@ unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, i
  * completes a close-delimited body, ERROR with MLPE_E_INCOMPLETE when the
  * message was cut short). */
 unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns);
+
+/* R9, body mode.  The final head arrived at t_ns: its status (200-599) and
+ * the values of its Content-Type and Content-Encoding fields, NULL when the
+ * field is absent (the length is then ignored; a present empty value is a
+ * non-NULL pointer with length 0).  Applies R1/R2 as for an HTTP/1.1 head;
+ * returns HEAD, or ERROR (MLPE_E_CONTENT_ENCODING at position 0). */
+unsigned mlpe_response_set_head(mlpe_response *r, int status,
+                                const uint8_t *content_type, size_t content_type_len,
+                                const uint8_t *content_encoding, size_t content_encoding_len,
+                                int64_t t_ns);
+
+/* R9: de-framed body bytes that arrived at t_ns (data may be NULL when len
+ * is 0); returns FIRST when they completed the first content-bearing event,
+ * ERROR on a terminal error of the body (R8). */
+unsigned mlpe_response_feed_body(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns);
+
+/* R9: the message ended at t_ns.  Returns DONE, with FIRST when a JSON body
+ * (decoded now, R1) carried content; t_done is t_ns unless "[DONE]" came
+ * (R4); keep_alive stays 0. */
+unsigned mlpe_response_end_body(mlpe_response *r, int64_t t_ns);
 
 #endif /* MLPE_RESPONSE_H */

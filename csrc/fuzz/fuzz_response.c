@@ -22,9 +22,33 @@
  *    agrees on status, completion, event counts, "[DONE]", bytes after the
  *    message (R7) and the terminal error with its position (R8);
  *  - whole, split and byte-at-a-time feeding give the same summary, stamps
- *    aside.
+ *    aside;
+ *  - a call out of order (see "Input modes" in mlpe_response.h) returns ERROR
+ *    and changes nothing.
+ *
+ * Body mode (R9): an input whose first byte has its top bit set is a head
+ * and a body instead.  A status line cannot start with such a byte, so the
+ * wire-mode inputs lose nothing, and the seeds of one mode stay in it.
+ *
+ *     byte 0   1ssee ttt: ttt picks the Content-Type (7: from the input),
+ *                         ee the Content-Encoding, ss how the status is made
+ *     byte 1   the status's low part (see body_pick_head)
+ *     byte 2   the length of a Content-Type taken from the input (ttt = 7)
+ *     then     that Content-Type, then the body
+ *
+ * The body is fed in pieces (after an empty one) and ended with end_body;
+ * the per-call checks above apply, plus:
+ *  - set_head refuses a status outside 200-599 and leaves the response
+ *    untouched; it returns HEAD or MLPE_E_CONTENT_ENCODING at 0 as the
+ *    chosen fields say, and the body kind R1 gives them;
+ *  - keep_alive and unexpected_bytes stay 0; end_body completes;
+ *  - whole, split and byte-at-a-time feeding give the same summary;
+ *  - the same head and body as an HTTP/1.1 message (Content-Length) give
+ *    the same summary, keep_alive aside, whenever HTTP/1.1 can carry the
+ *    fields unchanged (h1 trims and unfolds values) and frames a body.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -183,6 +207,55 @@ static void resp_log(const mlpe_response *r, mlpe_buf *log) {
     fuzz_log_u64(log, r->error_pos);
 }
 
+/* ---- refused calls --------------------------------------------------------- */
+
+typedef enum resp_call {
+    CALL_FEED,
+    CALL_FEED_EOF,
+    CALL_SET_HEAD,
+    CALL_FEED_BODY,
+    CALL_END_BODY
+} resp_call;
+
+/* A call out of order, or any call after a terminal error, returns ERROR
+ * and changes nothing (mlpe_response.h, "Input modes"). */
+static void check_refused(mlpe_response *r, resp_call call, int64_t t) {
+    static const uint8_t sse[] = "text/event-stream";
+    static const uint8_t event[] = "data: {}\n\n";
+    const int input_mode = r->input_mode, error = r->error;
+    const uint64_t error_pos = r->error_pos;
+    const int64_t t_head = r->t_head, t_first = r->t_first, t_done = r->t_done;
+    mlpe_buf before, after;
+    unsigned flags = 0;
+    mlpe_buf_init(&before);
+    mlpe_buf_init(&after);
+    resp_log(r, &before);
+    switch (call) {
+    case CALL_FEED:
+        flags = mlpe_response_feed(r, event, sizeof event - 1, t);
+        break;
+    case CALL_FEED_EOF:
+        flags = mlpe_response_feed_eof(r, t);
+        break;
+    case CALL_SET_HEAD:
+        flags = mlpe_response_set_head(r, 200, sse, sizeof sse - 1, NULL, 0, t);
+        break;
+    case CALL_FEED_BODY:
+        flags = mlpe_response_feed_body(r, event, sizeof event - 1, t);
+        break;
+    case CALL_END_BODY:
+        flags = mlpe_response_end_body(r, t);
+        break;
+    }
+    FUZZ_CHECK(flags == MLPE_RESPONSE_ERROR);
+    FUZZ_CHECK(r->input_mode == input_mode && r->error == error && r->error_pos == error_pos);
+    FUZZ_CHECK(r->t_head == t_head && r->t_first == t_first && r->t_done == t_done);
+    resp_log(r, &after);
+    fuzz_logs_equal(&before, &after, "response before and after a refused call");
+    mlpe_buf_free(&before);
+    mlpe_buf_free(&after);
+}
+
 /* Feeds data in the pieces `split` gives (one piece when NULL), checks every
  * call, logs the summary; the caller frees run->r. */
 static void resp_decode(resp_run *run, const uint8_t *data, size_t size, const resp_config *cfg,
@@ -204,6 +277,11 @@ static void resp_decode(resp_run *run, const uint8_t *data, size_t size, const r
     }
     if (cfg->eof)
         resp_after_call(run, mlpe_response_feed_eof(&run->r, t), t);
+    if (run->r.input_mode == MLPE_INPUT_WIRE || run->r.error) {
+        check_refused(&run->r, CALL_SET_HEAD, t + 1);
+        check_refused(&run->r, CALL_FEED_BODY, t + 1);
+        check_refused(&run->r, CALL_END_BODY, t + 1);
+    }
     if (run->r.error) { /* terminal: a later call changes nothing */
         int err = run->r.error;
         uint64_t at = run->r.error_pos;
@@ -320,6 +398,218 @@ static void oracle_check(const oracle *o, const mlpe_response *r) {
         FUZZ_CHECK(r->unexpected_bytes == 0);
 }
 
+/* ---- body mode (R9) ----------------------------------------------------------- */
+
+typedef struct body_input {
+    int status;
+    const uint8_t *type, *encoding; /* NULL: the field is absent */
+    size_t type_len, encoding_len;
+    int type_known_sse;             /* R1 for a fixed Content-Type: 1, 0; -1 from input */
+    int encoding_refused;           /* R2 */
+    const uint8_t *body;
+    size_t body_len;
+} body_input;
+
+static const char *const body_types[7] = {
+    NULL,                               /* absent: JSON */
+    "text/event-stream",
+    "Text/Event-Stream; charset=utf-8",
+    "TEXT/EVENT-STREAM\t;q",
+    "text/event-streams",               /* a longer media type: JSON */
+    "application/json",
+    "",                                 /* present, empty: JSON */
+};
+static const int body_types_sse[7] = {0, 1, 1, 1, 0, 0, 0};
+static const char *const body_encodings[4] = {NULL, "identity", "gzip", "IDENTITY; q=1"};
+static const int body_encodings_refused[4] = {0, 0, 1, 0};
+
+static void body_pick_head(body_input *in, const uint8_t *data, size_t size) {
+    uint8_t b0 = data[0], b1 = size > 1 ? data[1] : 0, b2 = size > 2 ? data[2] : 0;
+    size_t off = size < 3 ? size : 3;
+    unsigned t = b0 & 7u, e = (b0 >> 3) & 3u;
+    memset(in, 0, sizeof *in);
+    switch ((b0 >> 5) & 3u) {
+    case 0: in->status = 200; break;
+    case 1: in->status = 200 + b1 % 100; break;          /* any 2xx */
+    case 2: in->status = 300 + b1 % 300; break;          /* 3xx-5xx: an error body */
+    default: in->status = (int)b1 * 4 - 100; break;      /* -100..920: refusals too */
+    }
+    if (t == 7) {
+        size_t n = b2 < size - off ? b2 : size - off;
+        in->type = data + off;
+        in->type_len = n;
+        in->type_known_sse = -1;
+        off += n;
+    } else {
+        in->type = (const uint8_t *)body_types[t];
+        in->type_len = body_types[t] ? strlen(body_types[t]) : 0;
+        in->type_known_sse = body_types_sse[t];
+    }
+    in->encoding = (const uint8_t *)body_encodings[e];
+    in->encoding_len = body_encodings[e] ? strlen(body_encodings[e]) : 0;
+    in->encoding_refused = body_encodings_refused[e];
+    in->body = data + off;
+    in->body_len = size - off;
+}
+
+/* Decodes `in` in body mode, the body in the pieces `split` gives (one piece
+ * when NULL), checks every call, logs the summary; the caller frees run->r. */
+static void body_decode(resp_run *run, const body_input *in, const resp_config *cfg,
+                        fuzz_splitter *split, mlpe_buf *log) {
+    mlpe_response *r = &run->r;
+    /* Heap copies of exactly their size, so that ASan sees an overread. */
+    uint8_t *type = in->type ? fuzz_dup(in->type, in->type_len) : NULL;
+    uint8_t *encoding = in->encoding ? fuzz_dup(in->encoding, in->encoding_len) : NULL;
+    size_t pos = 0;
+    int64_t t = T0;
+    unsigned flags;
+    memset(run, 0, sizeof *run);
+    run->cfg = cfg;
+    run->done_stamp = -1;
+    FUZZ_CHECK(mlpe_response_init(r, &cfg->limits) == MLPE_OK);
+    flags = mlpe_response_set_head(r, in->status, type, in->type_len, encoding, in->encoding_len,
+                                   t);
+    free(type);
+    free(encoding);
+    if (in->status < 200 || in->status > 599) { /* refused: no head yet */
+        FUZZ_CHECK(flags == MLPE_RESPONSE_ERROR && r->error == 0);
+        FUZZ_CHECK(r->input_mode == MLPE_INPUT_NONE && r->status == 0 && r->t_head == -1);
+        check_refused(r, CALL_FEED_BODY, t);
+        check_refused(r, CALL_END_BODY, t);
+        resp_log(r, log);
+        return;
+    }
+    resp_after_call(run, flags, t);
+    FUZZ_CHECK(r->input_mode == MLPE_INPUT_BODY && r->status == in->status && r->t_head == t);
+    if (in->encoding_refused) {
+        FUZZ_CHECK(flags == MLPE_RESPONSE_ERROR);
+        FUZZ_CHECK(r->error == MLPE_E_CONTENT_ENCODING && r->error_pos == 0);
+    } else {
+        FUZZ_CHECK(flags == MLPE_RESPONSE_HEAD);
+        if (in->status > 299)
+            FUZZ_CHECK(r->body_kind == MLPE_BODY_ERROR);
+        else if (in->type_known_sse >= 0)
+            FUZZ_CHECK(r->body_kind == (in->type_known_sse ? MLPE_BODY_SSE : MLPE_BODY_JSON));
+    }
+    t++;
+    resp_after_call(run, mlpe_response_feed_body(r, NULL, 0, t), t);
+    FUZZ_CHECK(r->error || r->body_offset == 0);
+    while (pos < in->body_len) {
+        size_t n = split ? fuzz_split_next(split, in->body_len - pos) : in->body_len - pos;
+        uint8_t *piece = fuzz_dup(in->body + pos, n);
+        flags = mlpe_response_feed_body(r, piece, n, t);
+        free(piece);
+        resp_after_call(run, flags, t);
+        pos += n;
+        t++;
+    }
+    flags = mlpe_response_end_body(r, t);
+    resp_after_call(run, flags, t);
+    if (!r->error)
+        FUZZ_CHECK((flags & MLPE_RESPONSE_DONE) && r->complete && r->body_offset == in->body_len);
+    FUZZ_CHECK(r->keep_alive == 0 && r->unexpected_bytes == 0);
+    /* Complete or failed: every input call is refused now. */
+    check_refused(r, CALL_FEED, t + 1);
+    check_refused(r, CALL_FEED_EOF, t + 1);
+    check_refused(r, CALL_SET_HEAD, t + 1);
+    check_refused(r, CALL_FEED_BODY, t + 1);
+    check_refused(r, CALL_END_BODY, t + 1);
+    resp_log(r, log);
+}
+
+/* Non-zero when an HTTP/1.1 head carries the value unchanged: h1 rejects
+ * CR, LF and NUL in a value, folds lines and trims SP/HTAB at both ends. */
+static int h1_keeps_value(const uint8_t *v, size_t n) {
+    size_t i;
+    if (n > 0 && (v[0] == ' ' || v[0] == '\t' || v[n - 1] == ' ' || v[n - 1] == '\t'))
+        return 0;
+    for (i = 0; i < n; i++)
+        if (v[i] == '\r' || v[i] == '\n' || v[i] == 0)
+            return 0;
+    return 1;
+}
+
+static void append_text(mlpe_buf *b, const char *text) {
+    FUZZ_CHECK(mlpe_buf_append(b, (const uint8_t *)text, strlen(text)) == MLPE_OK);
+}
+
+static void append_field(mlpe_buf *b, const char *name, const uint8_t *v, size_t n) {
+    append_text(b, name);
+    append_text(b, ": ");
+    FUZZ_CHECK(mlpe_buf_append(b, v, n) == MLPE_OK);
+    append_text(b, "\r\n");
+}
+
+/* R9 against the wire: the same head and body as an HTTP/1.1 message with a
+ * Content-Length give the summary body mode gave (body_log), keep_alive
+ * aside.  Skipped where HTTP/1.1 cannot say the same thing. */
+static void body_vs_wire(const body_input *in, const resp_config *cfg, const mlpe_buf *body_log) {
+    char line[64];
+    mlpe_buf wire, log;
+    mlpe_response_limits limits = cfg->limits;
+    mlpe_response r;
+    if (in->status < 200 || in->status > 599 || in->status == 204 || in->status == 304)
+        return; /* refused, or a head with no body in HTTP/1.1 */
+    if (in->type && !h1_keeps_value(in->type, in->type_len))
+        return;
+    mlpe_buf_init(&wire);
+    mlpe_buf_init(&log);
+    snprintf(line, sizeof line, "HTTP/1.1 %d X\r\n", in->status);
+    append_text(&wire, line);
+    if (in->type)
+        append_field(&wire, "content-type", in->type, in->type_len);
+    if (in->encoding)
+        append_field(&wire, "content-encoding", in->encoding, in->encoding_len);
+    snprintf(line, sizeof line, "content-length: %zu\r\n\r\n", in->body_len);
+    append_text(&wire, line);
+    FUZZ_CHECK(mlpe_buf_append(&wire, in->body, in->body_len) == MLPE_OK);
+    memset(&limits.h1, 0, sizeof limits.h1); /* the h1 defaults: this head fits */
+    FUZZ_CHECK(mlpe_response_init(&r, &limits) == MLPE_OK);
+    mlpe_response_feed(&r, wire.ptr, wire.len, T0);
+    if (r.error == MLPE_E_NOMEM || (r.error >= MLPE_E_STATUS_LINE && r.error <= MLPE_E_UPGRADE)) {
+        /* a value h1 cannot carry (say, obs-text it refuses): nothing to compare */
+    } else {
+        FUZZ_CHECK(r.complete || r.error);
+        FUZZ_CHECK(r.keep_alive == (r.error == 0));
+        r.keep_alive = 0; /* the one difference R9 allows */
+        resp_log(&r, &log);
+        fuzz_logs_equal(body_log, &log, "body mode vs HTTP/1.1");
+    }
+    mlpe_response_free(&r);
+    mlpe_buf_free(&wire);
+    mlpe_buf_free(&log);
+}
+
+static void body_mode_input(const uint8_t *data, size_t size, const resp_config *cfg,
+                            uint64_t h) {
+    body_input in;
+    resp_run run;
+    fuzz_splitter split;
+    mlpe_buf whole, pieces;
+
+    body_pick_head(&in, data, size);
+    mlpe_buf_init(&whole);
+    mlpe_buf_init(&pieces);
+
+    body_decode(&run, &in, cfg, NULL, &whole);
+    mlpe_response_free(&run.r);
+    body_vs_wire(&in, cfg, &whole);
+
+    fuzz_split_init(&split, (uint8_t)h, in.body_len);
+    body_decode(&run, &in, cfg, &split, &pieces);
+    mlpe_response_free(&run.r);
+    fuzz_logs_equal(&whole, &pieces, "body mode whole vs split");
+    if (in.body_len <= 2048) {
+        pieces.len = 0;
+        fuzz_split_init(&split, 0, in.body_len);
+        body_decode(&run, &in, cfg, &split, &pieces);
+        mlpe_response_free(&run.r);
+        fuzz_logs_equal(&whole, &pieces, "body mode whole vs byte-at-a-time");
+    }
+    mlpe_buf_free(&whole);
+    mlpe_buf_free(&pieces);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -331,6 +621,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     oracle o;
 
     resp_pick_config(&cfg, h >> 8);
+    if (size > 0 && data[0] >= 0x80) {
+        body_mode_input(data, size, &cfg, h);
+        return 0;
+    }
     mlpe_buf_init(&whole);
     mlpe_buf_init(&pieces);
 

@@ -1043,10 +1043,9 @@ def _int(found: tuple[Any, str], minimum: int | None = None) -> int:
 
 def _ca_bundle(found: tuple[Any, str] | None) -> str | None:
     """A CA bundle: a readable file, checked now rather than at the first connect."""
-    path = _opt(found, _string)
-    if path is None:
+    if found is None:
         return None
-    assert found is not None
+    path = _string(found)
     if not Path(path).is_file():
         raise UsageError(f"{found[1]}: file not found: {path}")
     return path

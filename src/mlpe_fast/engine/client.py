@@ -188,10 +188,11 @@ class Client:
         pool = self._pool
         if pool is None:
             return
+        # Waiting requests first, so that none starts on a stream freed below.
+        await pool.cancel_connecting()
         t_ns = monotonic_ns()
         for request in pool.in_flight():
             request.fail(t_ns, "Cancelled", message)
-        await pool.cancel_connecting()
 
     async def aclose(self) -> None:
         """Ends requests still in flight as ``Cancelled`` and closes everything."""
@@ -202,6 +203,7 @@ class Client:
             self._watchdog.cancel()
             await asyncio.gather(self._watchdog, return_exceptions=True)
             self._watchdog = None
+        await pool.cancel_connecting()
         t_ns = monotonic_ns()
         for request in pool.in_flight():
             request.fail(t_ns, "Cancelled", "client closed with the request in flight")

@@ -90,9 +90,9 @@ class ConnectionPool:
 
     def start(self, exchange: Exchange) -> None:
         """Sends the exchange on a connection with room, or on a new one."""
-        for connection in self._multiplexed:
-            if connection.room() > 0:
-                connection.start(exchange)
+        for multiplexed in self._multiplexed:
+            if multiplexed.room() > 0:
+                multiplexed.start(exchange)
                 return
         idle = self._idle
         while idle:

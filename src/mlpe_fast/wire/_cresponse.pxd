@@ -47,6 +47,7 @@ cdef extern from "mlpe_response.h" nogil:
         int record_chunk_times
 
     ctypedef struct mlpe_response:
+        int input_mode
         int status
         int body_kind
         int keep_alive
@@ -76,6 +77,9 @@ cdef extern from "mlpe_response.h" nogil:
         MLPE_OK
         MLPE_E_NOMEM
         MLPE_BODY_ERROR
+        MLPE_INPUT_NONE
+        MLPE_INPUT_WIRE
+        MLPE_INPUT_BODY
         MLPE_RESPONSE_HEAD
         MLPE_RESPONSE_FIRST
         MLPE_RESPONSE_DONE
@@ -87,3 +91,10 @@ cdef extern from "mlpe_response.h" nogil:
     void mlpe_response_free(mlpe_response *r)
     unsigned mlpe_response_feed(mlpe_response *r, const uint8_t *data, size_t len, int64_t t_ns)
     unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns)
+    unsigned mlpe_response_set_head(mlpe_response *r, int status,
+                                    const uint8_t *content_type, size_t content_type_len,
+                                    const uint8_t *content_encoding, size_t content_encoding_len,
+                                    int64_t t_ns)
+    unsigned mlpe_response_feed_body(mlpe_response *r, const uint8_t *data, size_t len,
+                                     int64_t t_ns)
+    unsigned mlpe_response_end_body(mlpe_response *r, int64_t t_ns)

@@ -8,7 +8,7 @@ summary, once per response.  Behaviour is specified by the twin,
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memset
@@ -62,7 +62,8 @@ cdef tuple _fields(mlpe_h1_parser *p, mlpe_h1_field *fields, size_t n):
 
 
 cdef class ResponseDecoder:
-    """Decodes one HTTP/1.1 response carrying an OpenAI completion.
+    """Decodes one HTTP/1.1 (or, in body mode, HTTP/2) response carrying an
+    OpenAI completion.
 
     See :class:`mlpe_fast.wire._response_py.ResponseDecoder` for the
     arguments and the behaviour; this class is its compiled equal.
@@ -106,6 +107,8 @@ cdef class ResponseDecoder:
             raise self._error
         if self._closed:
             raise LocalProtocolError("feed() after feed_eof()")
+        if self._r.input_mode == MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed() in body mode (after set_head())")
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             flags = mlpe_response_feed(&self._r, <const uint8_t *>view.buf, <size_t>view.len, t_ns)
@@ -119,8 +122,78 @@ cdef class ResponseDecoder:
             raise self._error
         if self._closed:
             raise LocalProtocolError("feed_eof() called twice")
+        if self._r.input_mode == MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed_eof() in body mode (after set_head())")
         self._closed = True
         return self._milestones(mlpe_response_feed_eof(&self._r, t_ns), t_ns)
+
+    def set_head(self, status, headers, int64_t t_ns):
+        """R9: the final head of a response framed elsewhere (HTTP/2) arrived
+        at ``t_ns``; see the twin."""
+        cdef bytes content_type = None
+        cdef bytes content_encoding = None
+        cdef const uint8_t *type_ptr = NULL
+        cdef const uint8_t *encoding_ptr = NULL
+        cdef size_t type_len = 0, encoding_len = 0
+        cdef unsigned flags
+        if self._error is not None:
+            raise self._error
+        if self._r.input_mode == MLPE_INPUT_BODY:
+            raise LocalProtocolError("set_head() called twice")
+        if self._r.input_mode == MLPE_INPUT_WIRE:
+            raise LocalProtocolError("set_head() after feed()")
+        if not 200 <= status <= 599:
+            raise LocalProtocolError(f"set_head() with status {status}, not a final 200-599")
+        for name, value in headers:
+            if name == b"content-type" and content_type is None:
+                content_type = bytes(value)
+            elif name == b"content-encoding" and content_encoding is None:
+                content_encoding = bytes(value)
+        # An absent field is NULL; a present empty value is a non-NULL pointer.
+        if content_type is not None:
+            type_ptr = <const uint8_t *>PyBytes_AS_STRING(content_type)
+            type_len = len(content_type)
+        if content_encoding is not None:
+            encoding_ptr = <const uint8_t *>PyBytes_AS_STRING(content_encoding)
+            encoding_len = len(content_encoding)
+        flags = mlpe_response_set_head(
+            &self._r, status, type_ptr, type_len, encoding_ptr, encoding_len, t_ns
+        )
+        if flags & MLPE_RESPONSE_ERROR:
+            self._error = error_from_code(self._r.error, self._r.error_pos)
+            raise self._error
+        return [_ResponseHead(status, b"", tuple(headers), b"2", False, t_ns)]
+
+    def feed_body(self, data, int64_t t_ns):
+        """R9: de-framed body bytes that arrived at ``t_ns``; see the twin."""
+        cdef Py_buffer view
+        cdef unsigned flags
+        if self._error is not None:
+            raise self._error
+        if self._r.input_mode != MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed_body() without set_head()")
+        if self._r.complete:
+            raise LocalProtocolError("feed_body() after end_body()")
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            flags = mlpe_response_feed_body(
+                &self._r, <const uint8_t *>view.buf, <size_t>view.len, t_ns
+            )
+        finally:
+            PyBuffer_Release(&view)
+        return self._milestones(flags, t_ns)
+
+    def end_body(self, int64_t t_ns):
+        """R9: the message ended at ``t_ns``; see the twin."""
+        if self._error is not None:
+            raise self._error
+        if self._r.input_mode != MLPE_INPUT_BODY:
+            raise LocalProtocolError("end_body() without set_head()")
+        if self._r.complete:
+            raise LocalProtocolError("end_body() called twice")
+        # In body mode h1 holds no trailers and keep_alive is 0, so the
+        # completion reads ResponseComplete((), False, t_ns).
+        return self._milestones(mlpe_response_end_body(&self._r, t_ns), t_ns)
 
     cdef list _milestones(self, unsigned flags, int64_t t_ns):
         cdef list out = []

@@ -2,12 +2,13 @@
 
 It composes the Python twins of the three layers exactly as the C composes
 the C layers, and keeps the same state, so that both produce equal events,
-summaries and errors for any input and any split of it.  Rules R1-R8 are
+summaries and errors for any input and any split of it.  Rules R1-R9 are
 those of ``csrc/mlpe_response.h``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ..errors import ErrorCode, LocalProtocolError, ProtocolError, error_from_code
@@ -32,6 +33,7 @@ DEFAULT_MAX_BODY = 16 << 20  # MLPE_RESPONSE_DEFAULT_MAX_BODY
 ERROR_BODY_MAX = 64 << 10  # MLPE_RESPONSE_ERROR_BODY_MAX
 
 _NONE, _SSE, _JSON, _ERROR = range(4)  # mlpe_body_kind
+_NO_INPUT, _WIRE_INPUT, _BODY_INPUT = range(3)  # mlpe_response_input
 
 ResponseEvent = ResponseHead | FirstToken | ResponseComplete
 
@@ -64,7 +66,8 @@ class _ToolCall:
 
 
 class ResponseDecoder:
-    """Decodes one HTTP/1.1 response carrying an OpenAI completion.
+    """Decodes one HTTP/1.1 (or, in body mode, HTTP/2) response carrying an
+    OpenAI completion.
 
     Args:
         max_line, max_head, max_headers, max_chunk_size_digits: HTTP/1.1
@@ -79,6 +82,17 @@ class ResponseDecoder:
     in that order) and raises a :class:`mlpe_fast.errors.ProtocolError` on a
     terminal error, after which every call raises it again; ``summary()`` can
     be read at any time.
+
+    Body mode (rule R9) serves a response whose framing is done elsewhere
+    (HTTP/2: the h2 library decodes the head, another layer de-frames DATA):
+    ``set_head``, then ``feed_body`` per piece of body, then ``end_body``.
+    The head and body go through the same rules R1-R6 and R8 and give the
+    same summary as the same head and body over HTTP/1.1, except that
+    ``keep_alive`` stays false (the framing layer owns the connection) and
+    ``unexpected_bytes`` 0.  The first call chooses the mode; a call of the
+    other mode, or one out of order, raises
+    :class:`mlpe_fast.errors.LocalProtocolError` (the error of an earlier
+    call, when there was one, is raised again instead).
     """
 
     __slots__ = (
@@ -102,6 +116,7 @@ class ResponseDecoder:
         "_keep_alive",
         "_kind",
         "_max_body",
+        "_mode",
         "_oai",
         "_reasoning",
         "_reasoning_first_len",
@@ -140,6 +155,7 @@ class ResponseDecoder:
         self._chunk_times: list[int] | None = [] if record_chunk_times else None
         self._status = 0
         self._kind = _NONE
+        self._mode = _NO_INPUT
         self._keep_alive = False
         self._complete = False
         self._closed = False
@@ -175,8 +191,11 @@ class ResponseDecoder:
             raise self._error
         if self._closed:
             raise LocalProtocolError("feed() after feed_eof()")
-        out: list[ResponseEvent] = []
+        if self._mode == _BODY_INPUT:
+            raise LocalProtocolError("feed() in body mode (after set_head())")
         data = bytes(data)
+        self._mode = _WIRE_INPUT
+        out: list[ResponseEvent] = []
         if self._complete:  # R7
             self._unexpected(len(data))
             return out
@@ -203,6 +222,9 @@ class ResponseDecoder:
             raise self._error
         if self._closed:
             raise LocalProtocolError("feed_eof() called twice")
+        if self._mode == _BODY_INPUT:
+            raise LocalProtocolError("feed_eof() in body mode (after set_head())")
+        self._mode = _WIRE_INPUT
         self._closed = True
         out: list[ResponseEvent] = []
         if self._complete:
@@ -220,6 +242,85 @@ class ResponseDecoder:
         self._report_complete(out, t_ns)
         return out
 
+    # -- body mode (R9) -----------------------------------------------------
+
+    def set_head(
+        self, status: int, headers: Sequence[tuple[bytes, bytes]], t_ns: int
+    ) -> list[ResponseEvent]:
+        """R9: the final head of a response framed elsewhere arrived at ``t_ns``.
+
+        ``headers`` are as the h2 library delivers them: lower-case byte
+        names, byte values, pseudo-header fields already removed.  The first
+        ``content-type`` and ``content-encoding`` fields are read for R1/R2,
+        exactly as an HTTP/1.1 head's are.  Returns ``[ResponseHead(status,
+        b"", tuple(headers), b"2", False, t_ns)]`` (``b"2"`` marks HTTP/2).
+
+        Raises:
+            UnsupportedContentEncoding: R2 (position 0, as over HTTP/1.1).
+            LocalProtocolError: a status outside 200-599 (interim 1xx heads
+                are the framing layer's business), or a second head, or a
+                head after ``feed``/``feed_eof``.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._mode == _BODY_INPUT:
+            raise LocalProtocolError("set_head() called twice")
+        if self._mode == _WIRE_INPUT:
+            raise LocalProtocolError("set_head() after feed()")
+        if not 200 <= status <= 599:
+            raise LocalProtocolError(f"set_head() with status {status}, not a final 200-599")
+        self._mode = _BODY_INPUT
+        content_type: bytes | None = None
+        content_encoding: bytes | None = None
+        for name, value in headers:
+            if name == b"content-type" and content_type is None:
+                content_type = bytes(value)
+            elif name == b"content-encoding" and content_encoding is None:
+                content_encoding = bytes(value)
+        self._apply_head(status, content_type, content_encoding, t_ns)
+        return [ResponseHead(status, b"", tuple(headers), b"2", False, t_ns)]
+
+    def feed_body(self, data: bytes | bytearray | memoryview, t_ns: int) -> list[ResponseEvent]:
+        """R9: de-framed body bytes that arrived at ``t_ns``; returns
+        ``[FirstToken]`` when they completed the first content-bearing event.
+
+        Raises a :class:`mlpe_fast.errors.ProtocolError` on a terminal error
+        of the body (its position counts body bytes, R8), and
+        :class:`mlpe_fast.errors.LocalProtocolError` before ``set_head`` or
+        after ``end_body``.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._mode != _BODY_INPUT:
+            raise LocalProtocolError("feed_body() without set_head()")
+        if self._complete:
+            raise LocalProtocolError("feed_body() after end_body()")
+        out: list[ResponseEvent] = []
+        self._on_body(bytes(data), t_ns, out)
+        return out
+
+    def end_body(self, t_ns: int) -> list[ResponseEvent]:
+        """R9: the message ended at ``t_ns``.
+
+        Returns ``[ResponseComplete((), False, t_ns)]``, preceded by a
+        :class:`FirstToken` when a JSON body (decoded now, R1) carried
+        content.  ``t_done`` is ``t_ns`` unless ``[DONE]`` came (R4).
+        Raises :class:`mlpe_fast.errors.LocalProtocolError` before
+        ``set_head`` or when called twice.
+        """
+        if self._error is not None:
+            raise self._error
+        if self._mode != _BODY_INPUT:
+            raise LocalProtocolError("end_body() without set_head()")
+        if self._complete:
+            raise LocalProtocolError("end_body() called twice")
+        out: list[ResponseEvent] = []
+        # The framing layer owns the connection: nothing here says it can be
+        # reused.
+        self._message_done(False, t_ns, out)
+        out.append(ResponseComplete((), False, t_ns))
+        return out
+
     # -- layers -------------------------------------------------------------
 
     def _on_h1_event(
@@ -231,16 +332,22 @@ class ResponseDecoder:
         if isinstance(event, BodyData):
             self._on_body(event.data, t_ns, out)
         elif isinstance(event, ResponseHead):
-            self._on_head(event, t_ns)
+            fields = dict(event.headers)  # the last field of a name wins, as in C
+            self._apply_head(
+                event.status, fields.get(b"content-type"), fields.get(b"content-encoding"), t_ns
+            )
             out.append(event)
         else:
-            self._complete = True
-            self._keep_alive = event.keep_alive
-            if self._kind == _JSON:
-                self._decode_chunk(bytes(self._body), t_ns, out)
-            if self._t_done is None:  # R4
-                self._t_done = t_ns
+            self._message_done(event.keep_alive, t_ns, out)
             self._trailers = event.trailers
+
+    def _message_done(self, keep_alive: bool, t_ns: int, out: list[ResponseEvent]) -> None:
+        self._complete = True
+        self._keep_alive = keep_alive
+        if self._kind == _JSON:
+            self._decode_chunk(bytes(self._body), t_ns, out)
+        if self._t_done is None:  # R4
+            self._t_done = t_ns
 
     def _report_complete(self, out: list[ResponseEvent], t_ns: int) -> None:
         """The completion goes last, once this piece has settled keep_alive (R7)."""
@@ -248,16 +355,22 @@ class ResponseDecoder:
             out.append(ResponseComplete(self._trailers, self._keep_alive, t_ns))
             self._trailers = None
 
-    def _on_head(self, head: ResponseHead, t_ns: int) -> None:
-        self._status = head.status
+    def _apply_head(
+        self,
+        status: int,
+        content_type: bytes | None,
+        content_encoding: bytes | None,
+        t_ns: int,
+    ) -> None:
+        """R1/R2 for a final head, however it was framed (``None``: the field
+        is absent)."""
+        self._status = status
         self._t_head = t_ns
-        fields = dict(head.headers)  # the last field of a name wins, as in C
-        encoding = fields.get(b"content-encoding")
-        if encoding is not None and not _media_type_is(encoding, b"identity"):
+        if content_encoding is not None and not _media_type_is(content_encoding, b"identity"):
             self._fail(error_from_code(ErrorCode.CONTENT_ENCODING, 0))
-        if not 200 <= head.status <= 299:
+        if not 200 <= status <= 299:
             self._kind = _ERROR
-        elif _media_type_is(fields.get(b"content-type", b""), b"text/event-stream"):
+        elif content_type is not None and _media_type_is(content_type, b"text/event-stream"):
             self._kind = _SSE
         else:
             self._kind = _JSON
