@@ -43,13 +43,20 @@ def tls_options(certs: Any, http2: bool) -> dict[str, Any]:
     return {"tls_cert": str(certs.cert_file), "tls_key": str(certs.key_file), "http2": http2}
 
 
-async def send_all(client: Client, bodies: list[dict[str, Any]]) -> list[RequestRecord]:
+async def send_all(
+    client: Client, bodies: list[dict[str, Any]], first_index: int = 0
+) -> list[RequestRecord]:
+    """Sends every body at once; sample indices count from ``first_index``."""
     return list(
-        await asyncio.gather(*(client.request(b, sample_index=i) for i, b in enumerate(bodies)))
+        await asyncio.gather(
+            *(client.request(b, sample_index=first_index + i) for i, b in enumerate(bodies))
+        )
     )
 
 
-def run(coro: Any) -> Any:
+def run(coro: Any, loop: str = "uvloop") -> Any:
+    if loop == "asyncio":
+        return asyncio.run(coro)
     uvloop = pytest.importorskip("uvloop")
     return uvloop.run(coro)
 
@@ -78,8 +85,11 @@ def protocol_setup(protocol: str, certs: Any) -> tuple[dict[str, Any], dict[str,
     return tls_options(certs, http2), {"http2": http2, "ca_bundle": str(certs.ca_file)}
 
 
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_records_mean_the_same_over_every_protocol(protocol: str, tls_certs: Any) -> None:
+def test_records_mean_the_same_over_every_protocol(
+    protocol: str, loop: str, tls_certs: Any
+) -> None:
     server_options, client_options = protocol_setup(protocol, tls_certs)
     timing = {"ttft_ms": Dist("fixed", 2), "itl_ms": Dist("fixed", 0.2), "seed": 7}
 
@@ -87,14 +97,14 @@ def test_records_mean_the_same_over_every_protocol(protocol: str, tls_certs: Any
         async with Client(url, **options) as client:
             # One at a time first: the seeded text depends on the order of requests.
             records = [await client.request(body(i), sample_index=i) for i in range(6)]
-            records += await send_all(client, [body(i, 16) for i in range(6, 70)])
+            records += await send_all(client, [body(i, 16) for i in range(6, 70)], 6)
         return records, client
 
     with server(**timing) as baseline:
-        expected, _ = run(main(baseline.url, {}))
+        expected, _ = run(main(baseline.url, {}), loop)
     with server(**server_options, **timing) as running:
         assert running.url.startswith("https://" if "https" in protocol else "http://")
-        records, client = run(main(running.url, client_options))
+        records, client = run(main(running.url, client_options), loop)
     assert [r.error_message for r in records if not r.ok] == []
     assert len({r.sample_id for r in records}) == 70
     # the same token texts, event counts and usage as over HTTP/1.1

@@ -149,6 +149,7 @@ class Client:
         self._id_prefix = os.urandom(8).hex()
         self._id_counter = itertools.count()
         self._pool: ConnectionPool | None = None
+        self._closed_pool: ConnectionPool | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self.in_flight = 0
 
@@ -209,6 +210,7 @@ class Client:
             request.fail(t_ns, "Cancelled", "client closed with the request in flight")
         await pool.aclose()
         self._pool = None
+        self._closed_pool = pool  # its counters stay readable
 
     # -- requests -------------------------------------------------------------
 
@@ -270,26 +272,31 @@ class Client:
 
     @property
     def connections_opened(self) -> int:
-        return 0 if self._pool is None else self._pool.connections_opened
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.connections_opened
 
     @property
     def connect_ns_total(self) -> int:
         """Connection setup, TCP connect and TLS handshake, summed."""
-        return 0 if self._pool is None else self._pool.connect_ns_total
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.connect_ns_total
 
     @property
     def tls_handshakes(self) -> int:
-        return 0 if self._pool is None else self._pool.tls_handshakes
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.tls_handshakes
 
     @property
     def tls_ns_total(self) -> int:
         """The TLS handshakes' part of ``connect_ns_total``."""
-        return 0 if self._pool is None else self._pool.tls_ns_total
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.tls_ns_total
 
     @property
     def http2_connections(self) -> int:
         """Connections that spoke HTTP/2 (ALPN may choose HTTP/1.1)."""
-        return 0 if self._pool is None else self._pool.http2_connections
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.http2_connections
 
     # -- internals ------------------------------------------------------------
 
