@@ -9,6 +9,10 @@ can serve, not what a decoder can parse.
   responses of 10, 100 and 1,000 tokens on one keep-alive connection, either
   one request at a time or eight pipelined.  ``extra_info["events_per_s"]``
   counts every SSE event (role, tokens, ``[DONE]``) per second of wall time.
+- ``test_h2c_zero_delay_events_per_second``: the same over HTTP/2 with prior
+  knowledge (``--http2``): 1 or 64 concurrent streams of 1,000 tokens on one
+  connection.  The client is the ``h2`` library with 16 MiB windows, so the
+  figure is a floor: part of the core time goes to the client's parsing.
 - ``test_timer_lateness``: 20 ms TTFT and 2 ms ITL; ``extra_info`` has the
   percentiles of ``mlpe_send_ns - deadline`` over every token, per timer.
 
@@ -59,6 +63,13 @@ class Served:
 @pytest.fixture(scope="module")
 def zero_delay() -> Iterator[Served]:
     served = Served()
+    yield served
+    served.close()
+
+
+@pytest.fixture(scope="module")
+def zero_delay_h2c() -> Iterator[Served]:
+    served = Served("--http2")
     yield served
     served.close()
 
@@ -119,6 +130,70 @@ def test_zero_delay_events_per_second(
         f"\n{tokens} tokens, pipeline {pipeline}: {events / median:,.0f} events/s, "
         f"{rounds * pipeline / median:,.0f} responses/s"
     )
+
+
+def h2_streams(sock: socket.socket, conn: Any, body: bytes, streams: int) -> int:
+    """Opens ``streams`` streams with ``body`` on one HTTP/2 connection, reads
+    them to their end; returns the SSE events seen."""
+    from h2.events import DataReceived, StreamEnded
+
+    headers = [(b":method", b"POST"), (b":scheme", b"http"), (b":authority", b"bench"),
+               (b":path", b"/v1/chat/completions"), (b"content-type", b"application/json"),
+               (b"content-length", b"%d" % len(body))]  # fmt: skip
+    bodies: dict[int, list[bytes]] = {}
+    for _ in range(streams):
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, headers)
+        conn.send_data(sid, body, end_stream=True)
+        bodies[sid] = []
+    sock.sendall(conn.data_to_send())
+    open_streams = streams
+    while open_streams:
+        data = sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("server closed")
+        for event in conn.receive_data(data):
+            if isinstance(event, DataReceived):
+                bodies[event.stream_id].append(event.data)
+                conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, StreamEnded):
+                open_streams -= 1
+        out = conn.data_to_send()
+        if out:
+            sock.sendall(out)
+    # Counted at the end: a frame may split an event's "data: ".
+    return sum(b"".join(parts).count(b"data: ") for parts in bodies.values())
+
+
+@pytest.mark.parametrize("streams", [1, 64], ids=lambda n: f"streams{n}")
+def test_h2c_zero_delay_events_per_second(
+    benchmark: Any, zero_delay_h2c: Served, streams: int
+) -> None:
+    from h2.config import H2Configuration
+    from h2.connection import H2Connection
+    from h2.settings import SettingCodes
+
+    tokens = 1000
+    body = chat_request(tokens).partition(b"\r\n\r\n")[2]
+    rounds = max(1, 64_000 // (tokens * streams))
+    window = 16 << 20
+    with socket.create_connection(("127.0.0.1", zero_delay_h2c.port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = H2Connection(H2Configuration(client_side=True, header_encoding=None))
+        conn.initiate_connection()
+        conn.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: window})
+        conn.increment_flow_control_window(window - 65535)
+
+        def run() -> int:
+            return sum(h2_streams(sock, conn, body, streams) for _ in range(rounds))
+
+        events = benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
+    per_response = tokens + 2  # role chunk, tokens, [DONE]
+    assert events == rounds * streams * per_response
+    median = benchmark.stats.stats.median
+    benchmark.extra_info["events"] = events
+    benchmark.extra_info["events_per_s"] = round(events / median)
+    print(f"\nh2c, {streams} streams of {tokens} tokens: {events / median:,.0f} events/s")
 
 
 @pytest.mark.parametrize("timer", ["timerfd", "loop"])

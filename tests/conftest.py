@@ -49,3 +49,14 @@ def oai(impl: str) -> ModuleType:
 @pytest.fixture
 def response(impl: str) -> ModuleType:
     return wire_module("response", impl)
+
+
+@pytest.fixture(scope="session")
+def tls_certs(tmp_path_factory: pytest.TempPathFactory):
+    """A throwaway CA and a ``localhost`` server certificate it signed, as
+    :class:`tests.certs.CertFiles` (``ca_file, cert_file, key_file``), made
+    once per session.  Imported here so that only sessions using it load
+    ``cryptography``."""
+    from tests.certs import make_test_certs
+
+    return make_test_certs(tmp_path_factory.mktemp("tls"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
 from ._pacer import TimerKind
@@ -11,7 +11,7 @@ from .timing import Dist
 if TYPE_CHECKING:
     from .oracle import Oracle
 
-__all__ = ("VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
+__all__ = ("H2_OPTIONS", "VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
 
 Framing = Literal["chunked", "length"]
 Eol = Literal["lf", "crlf"]
@@ -23,6 +23,16 @@ the character tokenizer's vocabulary and need no JSON escaping."""
 
 _NO_DELAY = Dist()
 _DEFAULT_LEN = Dist("fixed", 128, min=1)
+_MAX_31 = 2**31 - 1
+H2_OPTIONS = (
+    "h2_max_streams",
+    "h2_window",
+    "h2_refuse_every",
+    "h2_reset_every",
+    "h2_reset_after_tokens",
+    "h2_goaway_after",
+)
+"""The :class:`SimConfig` fields that only mean something with ``http2``."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,26 @@ class SimConfig:
         oracle: answer each prompt of a dataset with its reference output
             instead of random text (:mod:`mlpe_fast.sim.oracle`); the
             timing options apply as usual, ``output_len`` does not.
+        http2: serve HTTP/2 as well: over cleartext to a client that opens
+            with the HTTP/2 preface (prior knowledge, "h2c"), over TLS to one
+            whose ALPN selects ``h2``.  Without it, HTTP/1.1 only.
+        tls_cert, tls_key: PEM files of the server certificate (chain) and
+            its key; both or neither.  With them the port speaks TLS only.
+        h2_max_streams: SETTINGS_MAX_CONCURRENT_STREAMS advertised; a stream
+            beyond it is refused (RST_STREAM REFUSED_STREAM).
+        h2_window: SETTINGS_INITIAL_WINDOW_SIZE advertised, the window of
+            each request body (1 to 2**31-1).
+        h2_refuse_every: a fault: every Nth HTTP/2 stream of the server is
+            refused (RST_STREAM REFUSED_STREAM) on arrival, unprocessed;
+            0 is off.
+        h2_reset_every: a fault: every Nth HTTP/2 stream of the server is
+            reset (RST_STREAM INTERNAL_ERROR) once its first
+            ``h2_reset_after_tokens`` token events went out; 0 is off.
+        h2_reset_after_tokens: see ``h2_reset_every`` (0: before any token).
+        h2_goaway_after: a fault: on each HTTP/2 connection, the Nth stream
+            is the last one processed: GOAWAY (NO_ERROR) names it, later
+            streams are refused, and the connection closes once the
+            processed ones are answered; 0 is off.
     """
 
     host: str = "127.0.0.1"
@@ -82,6 +112,15 @@ class SimConfig:
     max_output_tokens: int = 1 << 20
     backlog: int = 1024
     oracle: Oracle | None = None
+    http2: bool = False
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    h2_max_streams: int = 100
+    h2_window: int = 65535
+    h2_refuse_every: int = 0
+    h2_reset_every: int = 0
+    h2_reset_after_tokens: int = 1
+    h2_goaway_after: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -106,6 +145,23 @@ class SimConfig:
             # reasoning_content would take the start of the reference output
             # out of the content an accuracy run scores
             raise ValueError("reasoning_tokens cannot be combined with an oracle")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
+        if not 1 <= self.h2_max_streams <= _MAX_31:
+            raise ValueError(f"h2_max_streams must be 1 to 2**31-1, not {self.h2_max_streams}")
+        if not 1 <= self.h2_window <= _MAX_31:
+            raise ValueError(f"h2_window must be 1 to 2**31-1, not {self.h2_window}")
+        for name in H2_OPTIONS[2:]:  # the faults
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, not {getattr(self, name)}")
+        if not self.http2:
+            changed = [
+                f.name
+                for f in fields(self)
+                if f.name in H2_OPTIONS and getattr(self, f.name) != f.default
+            ]
+            if changed:
+                raise ValueError(f"{', '.join(changed)} without http2")
 
 
 class SimStats:
@@ -125,12 +181,28 @@ class SimStats:
         paced_writes: writes that waited for a deadline.
         late_ns_sum, late_ns_max: how late those writes started against the
             deadline of their first event (wake-up precision).
+        h2_connections: connections served as HTTP/2 (also in ``connections``).
+        h2_streams: HTTP/2 streams whose request headers arrived, refused
+            ones included (the count the ``h2_*_every`` faults go by).
+        h2_refused: streams refused with RST_STREAM(REFUSED_STREAM), unprocessed:
+            the refuse fault, streams beyond ``h2_max_streams``, streams
+            after a GOAWAY's last stream.
+        h2_resets: streams reset by the reset fault (INTERNAL_ERROR).
+        h2_goaways: GOAWAYs sent by the GOAWAY fault.
+        h2_client_resets: streams the client reset (RST_STREAM) before
+            their response was complete.
     """
 
     __slots__ = (
         "connections",
         "errors",
         "events",
+        "h2_client_resets",
+        "h2_connections",
+        "h2_goaways",
+        "h2_refused",
+        "h2_resets",
+        "h2_streams",
         "late_ns_max",
         "late_ns_sum",
         "paced_writes",
@@ -153,6 +225,12 @@ class SimStats:
         self.paced_writes = 0
         self.late_ns_sum = 0
         self.late_ns_max = 0
+        self.h2_connections = 0
+        self.h2_streams = 0
+        self.h2_refused = 0
+        self.h2_resets = 0
+        self.h2_goaways = 0
+        self.h2_client_resets = 0
 
     def as_dict(self) -> dict[str, int]:
         """A snapshot of the counters."""

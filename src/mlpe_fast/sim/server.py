@@ -1,6 +1,6 @@
-"""The simulated OpenAI-compatible endpoint: a real HTTP/1.1 server on
-loopback that streams SSE with scripted timing and stamps every event with
-its own send time.
+"""The simulated OpenAI-compatible endpoint: a real HTTP/1.1 (and, when
+asked, HTTP/2) server on loopback that streams SSE with scripted timing
+and stamps every event with its own send time.
 
 What it serves
 --------------
@@ -72,7 +72,11 @@ members:
     each, and written right after, so each stamp precedes the
     ``transport.write`` carrying its event by at most the encoding of the
     rest of that write.  Within a response the stamps never decrease and
-    are ``>= mlpe_recv_ns``.
+    are ``>= mlpe_recv_ns``.  Over HTTP/2 the frames that the streams of
+    one connection queue during one wake-up (or while one read of requests
+    is handled) share one ``transport.write`` at its end, unless they pass
+    256 KiB: a stamp then precedes its write by at most the encoding of
+    that wake-up's events, all streams of the connection included.
 
 With ``framing="length"`` (and for non-streaming responses) the body is
 built whole at the last token's deadline and written with a
@@ -89,6 +93,19 @@ lost.  Unknown paths get 404 and wrong methods 405 (with ``Allow``), a
 body that is not a valid request gets 400 in OpenAI's error shape, and a
 prompt an oracle does not know gets 404 in that shape; these keep the
 connection.  No exception escapes into the event loop.
+
+HTTP/2 and TLS
+--------------
+With ``http2`` (``--http2``) a cleartext connection whose first bytes are
+the HTTP/2 preface is served as HTTP/2 (prior knowledge, "h2c"), any other
+as HTTP/1.1; with ``tls_cert`` and ``tls_key`` the port speaks TLS only,
+and ALPN picks the protocol (``h2`` is offered only with ``http2``; no
+ALPN is HTTP/1.1).  Each stream carries one request, answered exactly as
+over HTTP/1.1 (same routes, errors, bodies, events, timing and stamps; its
+deadlines count from its own receipt, streams being independent).  The
+details (frames, flow control, settings, the ``h2_*`` faults) are in
+:mod:`mlpe_fast.sim._h2`; the choice of protocol in
+:mod:`mlpe_fast.sim._negotiate`.
 """
 
 from __future__ import annotations
@@ -106,9 +123,10 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TextIO
 
+from ._handling import ServerState
+from ._negotiate import make_ssl_context, protocol_factory
 from ._pacer import make_pacer
-from ._protocol import Connection, ServerState
-from .config import VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
+from .config import H2_OPTIONS, VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
 from .oracle import DEFAULT_TOKEN_CHARS, load_oracle, parse_degrade, parse_oracle_arg
 from .timing import DIST_KINDS, Dist
 
@@ -151,12 +169,12 @@ def new_event_loop(kind: LoopKind = "auto") -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def _url(host: str, port: int) -> str:
+def _url(host: str, port: int, scheme: str = "http") -> str:
     if host in ("0.0.0.0", ""):
         host = "127.0.0.1"
     elif host == "::":
         host = "::1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 class SimServer:
@@ -182,11 +200,15 @@ class SimServer:
         """Binds and starts listening.
 
         Raises:
-            OSError: the address cannot be bound.
+            OSError: the address cannot be bound, or a TLS file cannot be
+                read (:class:`ssl.SSLError`: it is not a certificate or key).
         """
         if self._server is not None:
             raise RuntimeError("server already started")
         cfg = self.config
+        tls = None
+        if cfg.tls_cert is not None and cfg.tls_key is not None:
+            tls = make_ssl_context(cfg.tls_cert, cfg.tls_key, http2=cfg.http2)
         loop = asyncio.get_running_loop()
         infos = await loop.getaddrinfo(
             cfg.host or None, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
@@ -207,7 +229,7 @@ class SimServer:
         state = ServerState(cfg, pacer)
         try:
             self._server = await loop.create_server(
-                lambda: Connection(state), sock=sock, backlog=cfg.backlog
+                protocol_factory(state), sock=sock, backlog=cfg.backlog, ssl=tls
             )
         except BaseException:
             pacer.close()
@@ -268,8 +290,9 @@ class SimServer:
 
     @property
     def url(self) -> str:
-        """``http://host:port`` (a wildcard address shows as loopback)."""
-        return _url(self._host, self._port)
+        """``http://host:port``, ``https://`` with TLS (a wildcard address
+        shows as loopback)."""
+        return _url(self._host, self._port, "https" if self.config.tls_cert else "http")
 
     @property
     def stats(self) -> SimStats:
@@ -418,6 +441,8 @@ async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
                 answers = f", oracle: {len(oracle)} prompts of {oracle.source}"
                 if oracle.degrade is not None:  # say so: its answers are wrong on purpose
                     answers += f", degraded to {oracle.degrade}"
+            if cfg.http2:
+                answers += ", HTTP/2 and HTTP/1.1"
             print(
                 f"mlpe-fast sim: serving {cfg.model} at {server.url} "
                 f"({loop_name}, {server.timer} timer{answers})",
@@ -489,6 +514,59 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_output_tokens,
         help="largest max_tokens accepted (400 past it)",
+    )
+    p = parser.add_argument_group(
+        "HTTP/2 and TLS",
+        "HTTP/2 is served beside HTTP/1.1 with --http2: over cleartext to a client that opens "
+        "with the HTTP/2 preface (prior knowledge), over TLS to one whose ALPN selects h2. "
+        "The --h2-*-every and --h2-goaway-after faults test a client's handling of refused and "
+        "reset streams and of GOAWAY (0, the default, is off).",
+    )
+    p.add_argument("--http2", action="store_true", help="serve HTTP/2 as well (h2c, or h2 on TLS)")
+    p.add_argument("--tls-cert", metavar="FILE", default=None, help="PEM certificate (chain)")
+    p.add_argument("--tls-key", metavar="FILE", default=None, help="PEM key of --tls-cert")
+    p.add_argument(
+        "--h2-max-streams",
+        type=int,
+        default=d.h2_max_streams,
+        metavar="N",
+        help="SETTINGS_MAX_CONCURRENT_STREAMS; streams past it are refused (default %(default)s)",
+    )
+    p.add_argument(
+        "--h2-window",
+        type=int,
+        default=d.h2_window,
+        metavar="BYTES",
+        help="SETTINGS_INITIAL_WINDOW_SIZE for request bodies (default %(default)s)",
+    )
+    p.add_argument(
+        "--h2-refuse-every",
+        type=int,
+        default=d.h2_refuse_every,
+        metavar="N",
+        help="refuse every Nth stream of the server (RST_STREAM REFUSED_STREAM, unprocessed)",
+    )
+    p.add_argument(
+        "--h2-reset-every",
+        type=int,
+        default=d.h2_reset_every,
+        metavar="N",
+        help="reset every Nth stream of the server (RST_STREAM INTERNAL_ERROR) mid-response",
+    )
+    p.add_argument(
+        "--h2-reset-after-tokens",
+        type=int,
+        default=d.h2_reset_after_tokens,
+        metavar="K",
+        help="the reset comes after the first K token events (default %(default)s)",
+    )
+    p.add_argument(
+        "--h2-goaway-after",
+        type=int,
+        default=d.h2_goaway_after,
+        metavar="N",
+        help="GOAWAY after the Nth stream of each connection: it and earlier ones are answered, "
+        "later ones refused, then the connection closes",
     )
     o = parser.add_argument_group(
         "oracle mode",
@@ -563,6 +641,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         ]
         if given:
             raise ValueError(f"{', '.join(given)} without --oracle")
+    _check_http2_flags(ns)
 
     return SimConfig(
         host=ns.host,
@@ -587,7 +666,49 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
         oracle=oracle,
+        http2=ns.http2,
+        tls_cert=ns.tls_cert,
+        tls_key=ns.tls_key,
+        h2_max_streams=ns.h2_max_streams,
+        h2_window=ns.h2_window,
+        h2_refuse_every=ns.h2_refuse_every,
+        h2_reset_every=ns.h2_reset_every,
+        h2_reset_after_tokens=ns.h2_reset_after_tokens,
+        h2_goaway_after=ns.h2_goaway_after,
     )
+
+
+def _check_http2_flags(ns: argparse.Namespace) -> None:
+    """Reports HTTP/2 and TLS flag mistakes in the flags' own names, and a
+    certificate or key that cannot be loaded before anything listens.
+
+    Raises:
+        ValueError: the first mistake found.
+    """
+    d = SimConfig()
+    h2_flags = ["--" + name.replace("_", "-") for name in H2_OPTIONS]
+    if not ns.http2:
+        given = [
+            flag
+            for flag, name in zip(h2_flags, H2_OPTIONS, strict=True)
+            if getattr(ns, name) != getattr(d, name)
+        ]
+        if given:
+            raise ValueError(f"{', '.join(given)} without --http2")
+    for flag, name, low in zip(h2_flags, H2_OPTIONS, (1, 1, 0, 0, 0, 0), strict=True):
+        value = getattr(ns, name)
+        if not low <= value <= 2**31 - 1:
+            raise ValueError(f"{flag} must be {low} to 2**31-1, not {value}")
+    if (ns.tls_cert is None) != (ns.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together")
+    if ns.tls_cert is not None:
+        try:
+            make_ssl_context(ns.tls_cert, ns.tls_key, http2=ns.http2)
+        except OSError as exc:  # ssl.SSLError included: not PEM, key mismatch
+            reason = exc.strerror or str(exc)
+            raise ValueError(
+                f"--tls-cert {ns.tls_cert} / --tls-key {ns.tls_key}: cannot be loaded ({reason})"
+            ) from None
 
 
 def build_arg_parser(prog: str = "mlpe-fast serve") -> argparse.ArgumentParser:

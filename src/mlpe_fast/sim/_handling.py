@@ -1,0 +1,440 @@
+"""Request handling shared by the simulated endpoint's HTTP/1.1 and HTTP/2
+connections: the routes, request validation, the oracle's answer and the
+start of the response job.
+
+A protocol reads a complete request (method, path, body and the time its
+last byte was read) and hands it to :func:`handle_request` together with a
+:class:`Responder`, the object the answer leaves through: the HTTP/1.1
+connection itself (it answers one request at a time) or one HTTP/2 stream.
+Everything above the framing, what is answered and when, is decided here
+and in :mod:`mlpe_fast.sim._jobs`, so both protocols serve the same bytes
+of JSON and SSE at the same deadlines.  See :mod:`mlpe_fast.sim.server`
+for the behaviour and the meaning of the stamps.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgspec
+
+from ._events import Shape, framed
+from ._jobs import BufferedJob, Gen, ResponseJob, StreamJob
+from ._pacer import Pacer
+from .config import VOCAB, SimConfig, SimStats
+from .oracle import MISS_CODE, request_prompt
+from .stream import chat_chunk, completion_chunk
+
+__all__ = (
+    "JSON",
+    "Closable",
+    "Responder",
+    "ServerState",
+    "drive",
+    "handle_request",
+    "reply",
+    "send_error",
+)
+
+JSON = b"application/json"
+_VOCAB_BYTES = tuple(c.encode("ascii") for c in VOCAB)
+_EOLS = {"lf": b"\n", "crlf": b"\r\n"}
+_monotonic_ns = time.monotonic_ns
+
+
+# --- what handling needs from a protocol ---------------------------------------------
+
+
+class Responder(Protocol):
+    """Where one response goes: an HTTP/1.1 connection or an HTTP/2 stream.
+
+    A response is either whole (:meth:`respond`: status, headers and body
+    at once) or streamed by a :class:`~mlpe_fast.sim._jobs.StreamJob`
+    (:meth:`begin`, then :meth:`write_stream` per wake-up, then
+    :meth:`job_done`).  Jobs consult :attr:`gone` and :attr:`blocked` before
+    each write: a response nobody can receive stops, and one the transport
+    or the peer's flow-control window cannot take now is :meth:`park`-ed and
+    driven again by the responder when it can.
+    """
+
+    @property
+    def chunked(self) -> bool:
+        """Whether stream events are framed as HTTP/1.1 chunks."""
+        ...
+
+    @property
+    def reset_after_tokens(self) -> int | None:
+        """A fault: abort the response once this many token events were
+        written (:meth:`reset`); None never."""
+        ...
+
+    @property
+    def gone(self) -> bool:
+        """The response can no longer be delivered (closed or reset)."""
+        ...
+
+    @property
+    def blocked(self) -> bool:
+        """Nothing more can be written now (a full transport buffer, an
+        exhausted flow-control window)."""
+        ...
+
+    def respond(
+        self,
+        status: int,
+        body: bytes,
+        *,
+        content_type: bytes = JSON,
+        event_stream: bool = False,
+        extra: Sequence[tuple[bytes, bytes]] = (),
+    ) -> None:
+        """Sends a whole response with a Content-Length."""
+        ...
+
+    def begin(self, job: ResponseJob, *, streamed: bool) -> None:
+        """``job`` now answers the request; it is driven right after."""
+        ...
+
+    def write_stream(self, parts: list[bytes], *, head: bool, end: bool) -> None:
+        """Sends rendered events of a streamed response, after its head when
+        ``head`` (the first write), ending the response when ``end``."""
+        ...
+
+    def park(self, job: ResponseJob) -> None:
+        """Holds ``job`` until writing is possible again, then drives it."""
+        ...
+
+    def job_done(self, job: ResponseJob) -> None:
+        """``job`` wrote its whole response."""
+        ...
+
+    def reset(self, job: ResponseJob) -> None:
+        """Aborts the response of ``job`` (the fault of :attr:`reset_after_tokens`)."""
+        ...
+
+
+class Closable(Protocol):
+    """A live connection, as the server sees it at shutdown."""
+
+    def abort(self) -> None:
+        """Drops the connection at once."""
+        ...
+
+
+# --- the server's shared state -------------------------------------------------------
+
+
+class ServerState:
+    """What all connections of one server share."""
+
+    def __init__(self, config: SimConfig, pacer: Pacer) -> None:
+        self.config = config
+        self.pacer = pacer
+        self.stats = SimStats()
+        self.conns: set[Closable] = set()
+        self.eol = _EOLS[config.eol]
+        self.model = config.model
+        self.oracle = config.oracle
+        # Independent streams, so that e.g. changing the timing leaves the
+        # text and the lengths unchanged.
+        seeds = random.Random(config.seed)
+        self.rng_text = random.Random(seeds.getrandbits(64))
+        self.ttft = config.ttft_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
+        self.itl = config.itl_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
+        self.length = config.output_len.int_sampler(random.Random(seeds.getrandbits(64)))
+        self.next_id = 0
+        model = config.model
+        self.role_shape = Shape(
+            lambda *, text, **ids: chat_chunk(role="assistant", content="", model=model, **ids)
+        )
+        self.content_shape = Shape(
+            lambda *, text, **ids: chat_chunk(content=text, model=model, **ids)
+        )
+        self.reasoning_shape = Shape(
+            lambda *, text, **ids: chat_chunk(reasoning=text, model=model, **ids)
+        )
+        self.text_shape = Shape(lambda *, text, **ids: completion_chunk(text, model=model, **ids))
+        self.done = {
+            chunked: framed(b"[DONE]", eol=self.eol, chunked=chunked) for chunked in (True, False)
+        }
+
+    def new_id(self, chat: bool) -> str:
+        self.next_id += 1
+        return f"{'chatcmpl' if chat else 'cmpl'}-mlpe{self.next_id:08x}"
+
+
+def drive(state: ServerState, job: ResponseJob, now_ns: int) -> None:
+    """Fires ``job`` now and hands its next deadline, if any, to the pacer."""
+    nxt = job.fire(now_ns)
+    if nxt is not None:
+        state.pacer.schedule(nxt, job)
+
+
+# --- requests ------------------------------------------------------------------------
+
+
+class _BadParams(Exception):
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+def _text_len(content: object, param: str) -> int:
+    """Characters of a message's content: a string or a list of parts."""
+    if content is None:
+        return 0
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        total = 0
+        for part in content:
+            if not isinstance(part, dict):
+                raise _BadParams("content parts must be objects", param)
+            text = part.get("text")
+            if isinstance(text, str):
+                total += len(text)
+        return total
+    raise _BadParams("content must be a string, a list of parts or null", param)
+
+
+def _parse_gen(doc: object, *, chat: bool, limit: int) -> Gen:
+    if not isinstance(doc, dict):
+        raise _BadParams("the request body must be a JSON object")
+    stream = doc.get("stream")
+    if stream is None:
+        stream = False
+    elif not isinstance(stream, bool):
+        raise _BadParams("'stream' must be a boolean", "stream")
+    include_usage = False
+    options = doc.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _BadParams("'stream_options' must be an object", "stream_options")
+        usage_flag = options.get("include_usage", False)
+        if not isinstance(usage_flag, bool):
+            raise _BadParams("'include_usage' must be a boolean", "stream_options")
+        include_usage = usage_flag
+    max_tokens: int | None = None
+    for key in ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",):
+        value = doc.get(key)
+        if value is None:
+            continue
+        if type(value) is not int or value < 1:
+            raise _BadParams(f"'{key}' must be an integer >= 1", key)
+        if value > limit:
+            raise _BadParams(f"'{key}' exceeds the simulated context of {limit} tokens", key)
+        max_tokens = value
+        break
+    n = doc.get("n")
+    if n is not None and n != 1:
+        raise _BadParams("only n=1 is supported", "n")
+    if chat:
+        messages = doc.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _BadParams("'messages' must be a non-empty array", "messages")
+        prompt_tokens = 0
+        for message in messages:
+            if not isinstance(message, dict):
+                raise _BadParams("each message must be an object", "messages")
+            prompt_tokens += _text_len(message.get("content"), "messages")
+    else:
+        prompt = doc.get("prompt")
+        if isinstance(prompt, str) or (
+            isinstance(prompt, list) and all(type(t) is int for t in prompt)
+        ):
+            prompt_tokens = len(prompt)
+        elif isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+            prompt_tokens = len(prompt[0])
+        else:
+            raise _BadParams("'prompt' must be a string, one-string array or token array", "prompt")
+    return Gen(chat, stream, include_usage, max_tokens, prompt_tokens)
+
+
+_ROUTES: dict[str, tuple[str, ...]] = {
+    "/v1/chat/completions": ("POST",),
+    "/v1/completions": ("POST",),
+    "/v1/models": ("GET",),
+    "/health": ("GET",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What a completion request gets: the tokens and how the text ends."""
+
+    tokens: list[bytes]
+    text: str | None  # an oracle's answer, else None (random text)
+    finish: str
+    completion_tokens: int
+
+
+# --- answering -----------------------------------------------------------------------
+
+
+def reply(
+    state: ServerState,
+    out: Responder,
+    status: int,
+    body: bytes,
+    *,
+    content_type: bytes = JSON,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Answers a request with a whole response (counted as a request)."""
+    stats = state.stats
+    stats.requests += 1
+    if status >= 400:
+        stats.errors += 1
+    out.respond(status, body, content_type=content_type, extra=extra)
+
+
+def send_error(
+    state: ServerState,
+    out: Responder,
+    status: int,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    extra: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
+    """Answers with an error in OpenAI's shape."""
+    kind = "invalid_request_error" if status < 500 else "server_error"
+    body = msgspec.json.encode(
+        {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    )
+    reply(state, out, status, body, extra=extra)
+
+
+def handle_request(
+    state: ServerState,
+    out: Responder,
+    method: str,
+    path: str,
+    body: bytes,
+    *,
+    recv_ns: int,
+    base_ns: int,
+) -> None:
+    """Answers one complete request through ``out``: at once (listings,
+    errors), or by starting the job of a completion.
+
+    Args:
+        path: the request target without its query string.
+        recv_ns: when the request's last byte was read (``mlpe_recv_ns``).
+        base_ns: what the first token's deadline counts from (``recv_ns``,
+            or later when the response waits behind another one).
+    """
+    allowed = _ROUTES.get(path)
+    if allowed is None:
+        send_error(state, out, 404, f"no route for {path}")
+        return
+    if method not in allowed:
+        send_error(
+            state,
+            out,
+            405,
+            f"{method} is not allowed on {path}",
+            extra=((b"allow", ", ".join(allowed).encode()),),
+        )
+        return
+    if path == "/v1/models":
+        listing = msgspec.json.encode(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": state.model,
+                        "object": "model",
+                        "created": 1700000000,
+                        "owned_by": "mlpe-fast",
+                    }
+                ],
+            }
+        )
+        reply(state, out, 200, listing)
+        return
+    if path == "/health":
+        reply(state, out, 200, b"")
+        return
+    chat = path == "/v1/chat/completions"
+    try:
+        doc = msgspec.json.decode(body)
+        gen = _parse_gen(doc, chat=chat, limit=state.config.max_output_tokens)
+    except msgspec.DecodeError:
+        send_error(state, out, 400, "the request body is not valid JSON")
+        return
+    except _BadParams as exc:
+        send_error(state, out, 400, exc.message, param=exc.param)
+        return
+    oracle_text: str | None = None
+    oracle = state.oracle
+    if oracle is not None:
+        prompt = request_prompt(doc, chat=chat)
+        oracle_text = None if prompt is None else oracle.answer(prompt)
+        if oracle_text is None:
+            send_error(state, out, 404, oracle.miss_message(prompt), code=MISS_CODE)
+            return
+    _start(state, out, gen, _answer(state, gen, oracle_text), recv_ns=recv_ns, base_ns=base_ns)
+
+
+def _answer(state: ServerState, gen: Gen, oracle_text: str | None) -> _Answer:
+    """The tokens of a response: an oracle's answer cut in pieces, or random text."""
+    cfg = state.config
+    if oracle_text is not None:
+        assert state.oracle is not None
+        text, finish = state.oracle.cut(oracle_text, gen.max_tokens)
+        tokens = state.oracle.pieces(text)
+        # an empty answer is one empty piece
+        return _Answer(tokens, text, finish, len(tokens) if text else 0)
+    if gen.max_tokens is not None:
+        n = gen.max_tokens
+        finish = "length"
+    else:
+        n = min(max(1, state.length()), cfg.max_output_tokens)
+        finish = "stop"
+    return _Answer(state.rng_text.choices(_VOCAB_BYTES, k=n), None, finish, n)
+
+
+def _start(
+    state: ServerState, out: Responder, gen: Gen, answer: _Answer, *, recv_ns: int, base_ns: int
+) -> None:
+    """Starts the response job and fires it if something is due already."""
+    cfg = state.config
+    state.stats.requests += 1
+    now = _monotonic_ns()
+    n = len(answer.tokens)
+    first_due = base_ns + state.ttft()
+    common: dict[str, Any] = {
+        "tokens": answer.tokens,
+        "answer": answer.text,
+        "finish": answer.finish,
+        "completion_tokens": answer.completion_tokens,
+        "reasoning": min(cfg.reasoning_tokens, n) if gen.chat else 0,
+        "recv_ns": recv_ns,
+        "t0": now,
+    }
+    job: ResponseJob
+    if gen.stream and cfg.framing == "chunked":
+        job = StreamJob(out, state, gen, first_due=first_due, **common)
+        out.begin(job, streamed=True)
+        if cfg.head_at_first_token and first_due > now:
+            state.pacer.schedule(first_due, job)
+        else:
+            drive(state, job, now)
+    else:
+        itl = state.itl
+        last_due = first_due
+        for _ in range(n - 1):
+            last_due += itl()
+        job = BufferedJob(out, state, gen, first_due=last_due, **common)
+        out.begin(job, streamed=False)
+        if last_due > now:
+            state.pacer.schedule(last_due, job)
+        else:
+            drive(state, job, now)

@@ -1,0 +1,344 @@
+"""The simulated endpoint's response jobs: a completion being generated,
+which the pacer (:mod:`mlpe_fast.sim._pacer`) fires at its deadlines.
+
+A job renders events and hands them to its
+:class:`~mlpe_fast.sim._handling.Responder`; it knows nothing of the
+framing (HTTP/1.1 head and chunks, or HTTP/2 HEADERS and DATA frames)
+beyond whether events are chunk-framed.  See :mod:`mlpe_fast.sim.server`
+for the timing and the meaning of the stamps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ._events import Event, framed
+from .stream import chat_chunk, chat_completion, completion_chunk, text_completion
+
+if TYPE_CHECKING:
+    from ._handling import Responder, ServerState
+
+__all__ = ("BufferedJob", "Gen", "ResponseJob", "StreamJob")
+
+# Events per write: ~1 MB of chunks, so that a long zero-delay stream yields
+# the loop (and honours a full transport buffer) between writes.
+_MAX_EVENTS_PER_WRITE = 4096
+_monotonic_ns = time.monotonic_ns
+
+
+@dataclass(slots=True)
+class Gen:
+    """What a completion request asks for."""
+
+    chat: bool
+    stream: bool
+    include_usage: bool
+    max_tokens: int | None
+    prompt_tokens: int
+
+
+class ResponseJob:
+    """A completion response being generated; the pacer fires it."""
+
+    __slots__ = (
+        "answer",
+        "cancelled",
+        "completion_tokens",
+        "created",
+        "cut",
+        "due",
+        "finish",
+        "first_send",
+        "gen",
+        "itl",
+        "k",
+        "n",
+        "out",
+        "recv",
+        "rid",
+        "state",
+        "t0",
+        "text_chars",
+        "tokens",
+    )
+
+    def __init__(
+        self,
+        out: Responder,
+        state: ServerState,
+        gen: Gen,
+        *,
+        tokens: list[bytes],
+        answer: str | None,
+        finish: str,
+        completion_tokens: int,
+        reasoning: int,
+        first_due: int,
+        recv_ns: int,
+        t0: int,
+    ) -> None:
+        self.cancelled = False
+        self.out = out
+        self.state = state
+        self.gen = gen
+        self.tokens = tokens
+        # An oracle's answer: token i is its i-th run of text_chars characters.
+        self.answer = answer
+        self.text_chars = state.oracle.token_chars if state.oracle is not None else 1
+        self.finish = finish
+        self.completion_tokens = completion_tokens
+        self.n = len(tokens)
+        self.k = reasoning
+        self.due = first_due
+        self.itl = state.itl
+        self.recv = recv_ns
+        self.t0 = t0
+        # The reset fault: abort once this many token events went out.
+        cut = out.reset_after_tokens
+        self.cut = None if cut is None else min(cut, self.n)
+        self.rid = state.new_id(gen.chat)
+        self.created = int(time.time())
+        self.first_send = 0
+
+    def text(self, i: int) -> str:
+        """Token ``i`` as text (``tokens`` holds it JSON-escaped)."""
+        answer = self.answer
+        if answer is None:
+            return self.tokens[i].decode("ascii")
+        c = self.text_chars
+        return answer[i * c : (i + 1) * c]
+
+    def usage(self) -> dict[str, int]:
+        """OpenAI's counts, plus the ground truth of the first token: when the
+        request was read and when the first token's event was sent.  They
+        ride in ``usage`` because clients keep that object whole, so a test
+        or benchmark can compare its own stamps with the server's without
+        looking at individual events."""
+        p = self.gen.prompt_tokens
+        c = self.completion_tokens
+        return {
+            "prompt_tokens": p,
+            "completion_tokens": c,
+            "total_tokens": p + c,
+            "mlpe_recv_ns": self.recv,
+            "mlpe_first_send_ns": self.first_send,
+        }
+
+    def stamps(self) -> dict[str, int]:
+        """The ground-truth members, the send stamp read now."""
+        return {"mlpe_recv_ns": self.recv, "mlpe_send_ns": _monotonic_ns()}
+
+    def last_chunk(self, i: int, reasoning: bool) -> bytes:
+        """The last token's chunk (token ``i``), which carries the finish reason."""
+        text = self.text(i)
+        ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
+        model = self.state.model
+        if not self.gen.chat:
+            return completion_chunk(
+                text, finish_reason=self.finish, model=model, extra=self.stamps(), **ids
+            )
+        return chat_chunk(
+            content=None if reasoning else text,
+            reasoning=text if reasoning else None,
+            finish_reason=self.finish,
+            model=model,
+            extra=self.stamps(),
+            **ids,
+        )
+
+    def usage_chunk(self) -> bytes:
+        ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
+        model = self.state.model
+        if self.gen.chat:
+            return chat_chunk(
+                choices=False, usage=self.usage(), model=model, extra=self.stamps(), **ids
+            )
+        return completion_chunk(
+            "", choices=False, usage=self.usage(), model=model, extra=self.stamps(), **ids
+        )
+
+    def fire(self, now_ns: int) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class StreamJob(ResponseJob):
+    """A streamed response: head on arrival (or with the first token), then
+    each token's event at its deadline, written as soon as it is due."""
+
+    __slots__ = ("chunked", "content", "head_pending", "i", "reasoning", "role", "stop")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        state = self.state
+        chunked = self.chunked = self.out.chunked
+        self.i = 0
+        # Tokens to write: all of them, or those before the reset fault.
+        self.stop = self.n if self.cut is None else self.cut
+        self.head_pending = True
+        bind = (self.rid, self.created, self.recv)
+        eol = state.eol
+        if self.gen.chat:
+            self.role: Event | None = state.role_shape.bind(*bind, eol=eol, chunked=chunked)
+            self.content = state.content_shape.bind(*bind, eol=eol, chunked=chunked)
+            self.reasoning = (
+                state.reasoning_shape.bind(*bind, eol=eol, chunked=chunked)
+                if self.k
+                else self.content
+            )
+        else:
+            self.role = None
+            self.content = self.reasoning = state.text_shape.bind(*bind, eol=eol, chunked=chunked)
+
+    def fire(self, now_ns: int) -> int | None:
+        out = self.out
+        if self.cancelled or out.gone:
+            return None
+        if out.blocked:
+            out.park(self)
+            return None
+        stats = self.state.stats
+        parts: list[bytes] = []
+        events = 0
+        head = self.head_pending
+        if head:
+            self.head_pending = False
+            if self.role is not None:
+                parts.append(self.role.render(b"", _monotonic_ns()))
+                events += 1
+        i, stop, due = self.i, self.stop, self.due
+        if i < stop and due <= now_ns:
+            if due > self.t0:
+                stats.add_lateness(_monotonic_ns() - due)
+            start = i
+            last = self.n - 1
+            cap = min(i + _MAX_EVENTS_PER_WRITE, stop)
+            k = self.k
+            tokens = self.tokens
+            content, reasoning, itl = self.content, self.reasoning, self.itl
+            while True:
+                if i == 0:
+                    # the stamp the first token's event carries, or within
+                    # a microsecond of it (usage(), ground truth)
+                    self.first_send = _monotonic_ns()
+                if i == last:
+                    parts.append(
+                        framed(
+                            self.last_chunk(i, i < k),
+                            eol=self.state.eol,
+                            chunked=self.chunked,
+                        )
+                    )
+                    i += 1
+                    break
+                parts.append((reasoning if i < k else content).render(tokens[i], _monotonic_ns()))
+                i += 1
+                due += itl()
+                if due > now_ns or i == cap:
+                    break
+            self.due = due
+            stats.tokens += i - start
+            events += i - start
+        self.i = i
+        end = i == self.n and self.cut is None
+        if end:
+            if self.gen.include_usage:
+                parts.append(framed(self.usage_chunk(), eol=self.state.eol, chunked=self.chunked))
+                events += 1
+            parts.append(self.state.done[self.chunked])
+            events += 1
+        stats.events += events
+        if parts or head:
+            stats.writes += 1
+            out.write_stream(parts, head=head, end=end)
+        if end:
+            stats.responses += 1
+            out.job_done(self)
+            return None
+        if i == stop:  # only with the reset fault: the tokens before it are out
+            out.reset(self)
+            return None
+        return due
+
+
+class BufferedJob(ResponseJob):
+    """A response written whole at its last token's deadline: a
+    non-streaming body, or an SSE stream with a Content-Length."""
+
+    def fire(self, now_ns: int) -> int | None:
+        out = self.out
+        if self.cancelled or out.gone:
+            return None
+        if out.blocked:
+            out.park(self)
+            return None
+        if self.cut is not None:
+            # Its tokens would all leave in one write: the reset fault
+            # cannot fall between them, so the response is reset unsent.
+            out.reset(self)
+            return None
+        state = self.state
+        stats = state.stats
+        if self.due > self.t0:
+            stats.add_lateness(_monotonic_ns() - self.due)
+        tokens, k, n = self.tokens, self.k, self.n
+        self.first_send = _monotonic_ns()  # every token goes in this write
+        if self.gen.stream:
+            body, events = self._sse_body()
+            stats.events += events
+            content_type = b"text/event-stream"
+        else:
+            text = b"".join(tokens).decode("ascii") if self.answer is None else self.answer
+            ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
+            usage = self.usage()
+            if self.gen.chat:
+                body = chat_completion(
+                    content=text[k:],
+                    reasoning=text[:k] if k else None,
+                    finish_reason=self.finish,
+                    usage=usage,
+                    model=state.model,
+                    extra=self.stamps(),
+                    **ids,
+                )
+            else:
+                body = text_completion(
+                    text,
+                    finish_reason=self.finish,
+                    usage=usage,
+                    model=state.model,
+                    extra=self.stamps(),
+                    **ids,
+                )
+            content_type = b"application/json"
+        stats.tokens += n
+        stats.writes += 1
+        out.respond(200, body, content_type=content_type, event_stream=self.gen.stream)
+        stats.responses += 1
+        out.job_done(self)
+        return None
+
+    def _sse_body(self) -> tuple[bytes, int]:
+        state = self.state
+        bind = (self.rid, self.created, self.recv)
+        eol = state.eol
+        out: list[bytes] = []
+        if self.gen.chat:
+            out.append(
+                state.role_shape.bind(*bind, eol=eol, chunked=False).render(b"", _monotonic_ns())
+            )
+            content = state.content_shape.bind(*bind, eol=eol, chunked=False)
+            reasoning = (
+                state.reasoning_shape.bind(*bind, eol=eol, chunked=False) if self.k else content
+            )
+        else:
+            content = reasoning = state.text_shape.bind(*bind, eol=eol, chunked=False)
+        tokens, k, last = self.tokens, self.k, self.n - 1
+        for i in range(last):
+            out.append((reasoning if i < k else content).render(tokens[i], _monotonic_ns()))
+        out.append(framed(self.last_chunk(last, last < k), eol=eol, chunked=False))
+        if self.gen.include_usage:
+            out.append(framed(self.usage_chunk(), eol=eol, chunked=False))
+        out.append(state.done[False])
+        return b"".join(out), len(out)
