@@ -29,7 +29,7 @@ ASAN_TMP := build/asan/tmp
 ASAN_PRELOAD = $(shell $(ASAN_CC) -print-file-name=libasan.so) $(shell $(ASAN_CC) -print-file-name=libubsan.so)
 
 # Fuzzing: csrc/fuzz/fuzz_<name>.c drives the decoder(s) listed below.
-FUZZERS ?= h1 sse oai response
+FUZZERS ?= h1 sse oai response h2
 FUZZ_SECONDS ?= 30
 FUZZ_SEED ?= 0
 FUZZ_BUILD ?= csrc/fuzz/build
@@ -43,6 +43,7 @@ FUZZ_SRC_h1 := csrc/mlpe_h1.c
 FUZZ_SRC_sse := csrc/mlpe_sse.c
 FUZZ_SRC_oai := csrc/mlpe_oai.c
 FUZZ_SRC_response := csrc/mlpe_h1.c csrc/mlpe_sse.c csrc/mlpe_oai.c csrc/mlpe_response.c
+FUZZ_SRC_h2 := csrc/mlpe_h2.c $(FUZZ_SRC_response)
 FUZZ_DEPS := csrc/fuzz/fuzz_common.h $(wildcard csrc/*.h)
 
 .PHONY: all compile debug test test-py test-asan fuzz fuzz-build fuzz-libfuzzer \

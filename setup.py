@@ -55,6 +55,18 @@ NATIVE_MODULES: dict[str, list[str]] = {
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
     ],
+    # The de-framer feeds the streams' decoders in C, so it links the
+    # response units too.
+    "mlpe_fast.wire._h2_c": [
+        "csrc/mlpe_h2.c",
+        "csrc/mlpe_h1.c",
+        "csrc/mlpe_sse.c",
+        "csrc/mlpe_oai.c",
+        "csrc/mlpe_response.c",
+    ],
+    # The HTTP/2 read path runs the de-framer through DataDeframer's C method
+    # (one call per feed) and reads its outputs in place: no C unit of its own.
+    "mlpe_fast.engine._h2_reader_c": [],
 }
 
 

@@ -1252,7 +1252,8 @@ static int finish(mlpe_oai_decoder *d, const top_rec *r, mlpe_oai_chunk *out) {
         out->reasoning = c->reasoning.text;
         out->has_finish_reason = c->finish_reason.kind == V_STRING;
         out->finish_reason = c->finish_reason.text;
-        out->tools = d->tools + c->tools_at;
+        /* no tool calls: tools may be NULL, and NULL + 0 is undefined in C */
+        out->tools = c->n_tools ? d->tools + c->tools_at : NULL;
         out->n_tools = c->n_tools;
     }
     if (r->usage.kind == V_OBJECT) {

@@ -5,7 +5,9 @@ every feature of the grammar, then often corrupted by a few byte edits --
 cuts them at random points, stamps each piece, and feeds the same pieces to
 ``_<name>_c`` and ``_<name>_py``.  Both must return the same events call by
 call, or raise the same exception class at the same ``position``; and a
-decoder that raised must raise an equal error again.
+decoder that raised must raise an equal error again.  HTTP/2 input for the
+DATA de-framer (random frame sequences, or noise) runs both de-framers, each
+with its own decoders, and compares everything they report.
 
 Excluded inside wheels (``-m 'not hypothesis'``); skipped when the compiled
 core is disabled with ``MLPE_FAST_NO_EXTENSIONS``.  Each test is bounded by
@@ -27,6 +29,9 @@ from hypothesis import strategies as st
 from mlpe_fast.errors import ProtocolError
 from mlpe_fast.wire.events import BodyData, ResponseComplete, ResponseHead
 from tests.conftest import wire_module
+from tests.unit.test_h2_deframer import frame_sequence
+from tests.unit.test_h2_deframer import run_scenario as run_h2_scenario
+from tests.unit.test_h2_deframer import scenario as h2_scenario
 
 pytestmark = [pytest.mark.hypothesis, pytest.mark.c_extension]
 
@@ -386,3 +391,38 @@ def test_sse_c_matches_python(
         )
         if eof:
             assert c_dec.feed_eof(1) == py_dec.feed_eof(1) == []
+
+
+# --- HTTP/2 DATA de-framing ----------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def h2_impls() -> tuple[tuple[ModuleType, ModuleType], tuple[ModuleType, ModuleType]]:
+    """(de-framer, response) modules of the core and of the twins."""
+    return (
+        (wire_module("h2", "c"), wire_module("response", "c")),
+        (wire_module("h2", "py"), wire_module("response", "py")),
+    )
+
+
+@SETTINGS
+@given(sc=h2_scenario())
+def test_h2_c_matches_python(
+    h2_impls: tuple[tuple[ModuleType, ModuleType], tuple[ModuleType, ModuleType]],
+    sc: dict[str, Any],
+) -> None:
+    """Feed results, events, pass-through and WINDOW_UPDATE bytes, errors,
+    register/unregister answers and the decoders' summaries agree."""
+    c, py = h2_impls
+    assert run_h2_scenario(*c, sc) == run_h2_scenario(*py, sc)
+
+
+@SETTINGS
+@given(sc=h2_scenario(st.tuples(frame_sequence(), st.binary(max_size=300)).map(b"".join)))
+def test_h2_c_matches_python_on_noise(
+    h2_impls: tuple[tuple[ModuleType, ModuleType], tuple[ModuleType, ModuleType]],
+    sc: dict[str, Any],
+) -> None:
+    """Unstructured bytes, often behind valid frames, reach every state."""
+    c, py = h2_impls
+    assert run_h2_scenario(*c, sc) == run_h2_scenario(*py, sc)

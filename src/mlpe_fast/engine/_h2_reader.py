@@ -1,4 +1,5 @@
-"""Selects the engine's HTTP/2 read path: compiled (``_h2_reader_c``) unless disabled, else the twin."""
+"""Selects the engine's HTTP/2 read path: compiled (``_h2_reader_c``) unless
+disabled, else the twin."""
 
 from __future__ import annotations
 

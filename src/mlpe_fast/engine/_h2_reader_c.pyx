@@ -1,0 +1,114 @@
+# cython: language_level=3
+"""The engine's HTTP/2 read path, compiled: stamp each read in C and run the
+DATA de-framer (``csrc/mlpe_h2.h``) over it in C, which feeds the registered
+streams' decoders; Python runs only for what the de-framer hands back
+(events, frames for ``h2``, a connection error).
+
+Behaviour is specified by the twin, ``_h2_reader_py.py``.
+"""
+
+from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int64_t, uint8_t
+
+from mlpe_fast.wire._ch2 cimport mlpe_h2_deframer
+from mlpe_fast.wire._h2_c cimport DataDeframer
+from mlpe_fast.wire._response_c cimport ResponseDecoder
+
+from ._reader_py import READ_SIZE
+
+__all__ = ("H2ReadCore",)
+
+
+cdef extern from "mlpe_clock.h" nogil:
+    int64_t mlpe_monotonic_ns()
+
+
+cdef class H2ReadCore:
+    """Stamps reads and de-frames DATA for the registered streams (see the
+    twin for the contract and the hooks)."""
+
+    cdef readonly DataDeframer deframer
+    cdef public object transport
+    cdef public int64_t last_read_ns
+    cdef public bint closed
+    cdef bytearray _buffer
+    cdef object _view
+    cdef const uint8_t *_data
+
+    def __init__(self, max_frame_size, connection_window, stream_window):
+        self.deframer = DataDeframer(
+            max_frame_size=max_frame_size,
+            connection_window=connection_window,
+            stream_window=stream_window,
+        )
+        self._buffer = bytearray(READ_SIZE)
+        self._view = memoryview(self._buffer)
+        # The bytearray is never resized, so its storage stays put.
+        self._data = <const uint8_t *>PyByteArray_AS_STRING(self._buffer)
+        self.transport = None
+        self.last_read_ns = 0
+        self.closed = False  # set by the owner; a closed connection reads no further
+
+    def register(self, stream_id, ResponseDecoder decoder not None):
+        """DATA of ``stream_id`` goes to ``decoder`` (body mode, head set)."""
+        self.deframer.register(stream_id, decoder)
+
+    def unregister(self, stream_id):
+        return self.deframer.unregister(stream_id)
+
+    def get_buffer(self, Py_ssize_t sizehint):
+        return self._view
+
+    def buffer_updated(self, Py_ssize_t nbytes):
+        cdef DataDeframer deframer = self.deframer
+        cdef mlpe_h2_deframer *d = &deframer._d
+        cdef size_t pos = 0
+        cdef size_t n = <size_t>nbytes
+        cdef size_t i
+        cdef int64_t t_ns
+        cdef list events
+        if self.closed:
+            return
+        t_ns = mlpe_monotonic_ns()
+        self.last_read_ns = t_ns
+        while True:
+            pos += <size_t>deframer._feed(self._data + pos, n - pos, t_ns)
+            if d.n_events:
+                # Taken before any hook runs, as the twin's take_events().
+                events = [(d.events[i].stream_id, d.events[i].flags) for i in range(d.n_events)]
+                d.n_events = 0
+                for stream_id, flags in events:
+                    self.on_stream_event(stream_id, flags, t_ns)
+                    if self.closed:
+                        return
+            if d.passthrough.len:
+                passthrough = PyBytes_FromStringAndSize(
+                    <const char *>d.passthrough.ptr, <Py_ssize_t>d.passthrough.len
+                )
+                d.passthrough.len = 0
+                self.on_frames(passthrough, t_ns)
+                if self.closed:
+                    return
+            if d.error:
+                self.on_deframe_error(d.error, t_ns)
+                return
+            if pos >= n:
+                break
+        if d.window_updates.len:
+            updates = PyBytes_FromStringAndSize(
+                <const char *>d.window_updates.ptr, <Py_ssize_t>d.window_updates.len
+            )
+            d.window_updates.len = 0
+            if self.transport is not None:
+                self.transport.write(updates)
+
+    # Hooks the owner overrides.
+    def on_stream_event(self, stream_id, flags, t_ns):
+        raise NotImplementedError
+
+    def on_frames(self, data, t_ns):
+        raise NotImplementedError
+
+    def on_deframe_error(self, error_code, t_ns):
+        raise NotImplementedError
