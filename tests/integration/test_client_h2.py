@@ -206,9 +206,7 @@ def test_refused_streams_are_sent_again() -> None:
 def test_goaway_mid_run_loses_nothing() -> None:
     async def main(url: str) -> tuple[list[RequestRecord], Client]:
         async with Client(url, http2=True) as client:
-            records = await send_all(
-                client, [body(i, 20) for i in range(24)]
-            )
+            records = await send_all(client, [body(i, 20) for i in range(24)])
         return records, client
 
     with server(

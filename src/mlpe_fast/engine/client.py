@@ -115,7 +115,9 @@ class Client:
             try:
                 context = tls_context(http2=http2, ca_bundle=ca_bundle, insecure=insecure)
             except (OSError, ValueError) as error:  # ssl.SSLError is an OSError
-                raise ClientConfigError(f"CA bundle {ca_bundle!r} cannot be used: {error}") from None
+                raise ClientConfigError(
+                    f"CA bundle {ca_bundle!r} cannot be used: {error}"
+                ) from None
         for name, value in (
             ("connect_timeout", connect_timeout),
             ("idle_timeout", idle_timeout),

@@ -140,7 +140,9 @@ async def dial(
             loop.create_connection(lambda: holder, endpoint.host, endpoint.port), timeout
         )
     except asyncio.TimeoutError:
-        raise DialError("ConnectTimeout", f"no connection to {where} within {timeout:g} s") from None
+        raise DialError(
+            "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
+        ) from None
     except OSError as error:
         reason = error.strerror or str(error)
         raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None

@@ -84,4 +84,8 @@ class RequestFraming:
 def _h1_name(name: str) -> str:
     """``content-type`` -> ``Content-Type`` (field names are case-insensitive;
     the capitalised form is what HTTP/1.1 servers usually see)."""
-    return "-".join(part[:1].upper() + part[1:] for part in name.split("-")) if name.islower() else name
+    return (
+        "-".join(part[:1].upper() + part[1:] for part in name.split("-"))
+        if name.islower()
+        else name
+    )
