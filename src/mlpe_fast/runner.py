@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -157,6 +157,26 @@ def simulated_endpoint(flags: tuple[str, ...] = DEMO_SERVER_FLAGS) -> Iterator[s
                 stream.close()
 
 
+@contextlib.asynccontextmanager
+async def _flushed_every_second(writers: list[EventsWriter]) -> AsyncIterator[None]:
+    """Flushes the event logs every second while the load runs, so that a
+    crash or a kill loses at most the last second of records."""
+
+    async def flush() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for writer in writers:
+                writer.flush()
+
+    task = asyncio.get_running_loop().create_task(flush()) if writers else None
+    try:
+        yield
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
 def _load_tokenizer(config: RunConfig) -> Any:
     name = config.tokenizer or config.model
     try:
@@ -240,9 +260,10 @@ async def run_point(
     stop = _Interrupt(client)
     perf = _Measured()
     entries: list[dict[str, Any]] = []
+    writers = [w for w in (events, warmup_events) if w is not None]
     try:
         stop.install()
-        async with client:
+        async with client, _flushed_every_second(writers):
             if events is not None:
                 events.session(SESSION_STARTED)
             if dataset is not None:

@@ -374,3 +374,45 @@ def test_non_streamed_tool_calls() -> None:
     result = text_model_output(summary(tool_calls=calls), streaming=False)
     call = {"id": "c0", "type": "function", "function": {"name": "get", "arguments": "{}"}}
     assert result == TextModelOutput(output="", tool_calls=(call,))
+
+
+def test_lines_reach_the_file_as_they_are_made(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=False)
+    writer.session(SESSION_STARTED, 10)
+    writer.session(SESSION_START_PERFORMANCE_TRACKING, 20)
+    writer.record(record(A, 0, 30, 40), "p")
+    assert path.read_bytes() == b""  # nothing before a flush
+    writer.flush()
+    live = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [e["event_type"] for e in live] == [
+        "session.started",
+        "session.start_performance_tracking",
+        "sample.issued",
+        "sample.complete",
+    ]
+    # Completion order in the live file; the final file orders by t_issue.
+    writer.session(SESSION_STOP_PERFORMANCE_TRACKING, 50)
+    writer.record(record(B, 1, 25, 60), "q")  # issued inside the window
+    writer.flush()
+    live_types = [json.loads(line)["event_type"] for line in path.read_text().splitlines()]
+    assert live_types[4:] == ["session.stop_performance_tracking", "sample.issued", "sample.complete"]
+    writer.session(SESSION_ENDED, 70)
+    writer.close()
+    final = [(e.event_type, e.sample_uuid) for e in read_events(path)]
+    assert final.index(("sample.issued", B)) < final.index(("session.stop_performance_tracking", ""))
+    assert not list(tmp_path.glob("events.jsonl.*"))  # no side or final files left
+
+
+def test_a_run_killed_mid_way_leaves_whole_lines(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=False)
+    writer.session(SESSION_STARTED, 10)
+    for i in range(100):
+        writer.record(record(f"{i:032x}", i, 100 + i, 200 + i), "p" * 300)
+    writer.flush()
+    # (no close: as after a kill) every line is whole and parses
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
+    assert len(lines) - 1 == 1 + 2 * 100
+    writer.close()

@@ -43,14 +43,18 @@ logs no warmup at all; mlpe-fast writes the warmup's queries, with the same
 lines, to a separate log (``warmup_events.jsonl``: spec §2.4 wants warmup
 logs retained) and leaves them out of ``sample_idx_map.json``.
 
-Write-behind: lines are made when a query's record arrives (one msgspec
-``encode_lines`` call per record) and kept in memory, spilling to side files
-past ``spill_bytes``; :meth:`EventsWriter.close` writes the file.  A
-record's lines are placed by ``t_issue`` between the session events, so a
-query issued inside the performance window is inside it in the file even
-when it completes after ``stop_performance_tracking`` (consumers such as
-the reference's ``scripts/early_stopping_estimate_from_events.py`` take the
-window from line order).
+Lines are made when a query's record arrives (one msgspec ``encode_lines``
+call per record) and written twice.  At once, in the order they are made,
+to the file itself (``live``): :meth:`EventsWriter.flush`, which the runner
+calls every second, pushes them to the operating system, so a crash or a
+kill loses at most the last second of records.  And kept in order, in
+memory and past ``spill_bytes`` in side files, for :meth:`EventsWriter.close`,
+which replaces the file with the final one: a record's lines are placed by
+``t_issue`` between the session events, so a query issued inside the
+performance window is inside it in the file even when it completes after
+``stop_performance_tracking`` (consumers such as the reference's
+``scripts/early_stopping_estimate_from_events.py`` take the window from
+line order).
 """
 
 from __future__ import annotations
@@ -324,6 +328,8 @@ class EventsWriter:
             later content event (needs ``chunk_times`` in the records; the
             reference does this with ``stream_all_chunks``).
         spill_bytes: memory kept before lines go to side files.
+        live: write each line to ``path`` as it is made as well (see the
+            module doc); ``close`` then replaces the file with the ordered one.
 
     Use::
 
@@ -344,6 +350,7 @@ class EventsWriter:
         worker_id: int = 0,
         recv_non_first: bool = False,
         spill_bytes: int = 64 << 20,
+        live: bool = True,
     ) -> None:
         self.path = Path(path)
         self.streaming = streaming
@@ -357,6 +364,13 @@ class EventsWriter:
         self._session_lines: list[bytes] = []
         self._buffered = 0
         self._closed = False
+        # Whole lines only reach the live file, one write per flush, so that
+        # a kill leaves no half line behind.
+        self._live: IO[bytes] | None = None
+        self._live_lines: list[bytes] = []
+        if live:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._live = self.path.open("wb", buffering=0)
 
     def __enter__(self) -> EventsWriter:
         return self
@@ -374,9 +388,10 @@ class EventsWriter:
         if self._bounds and t < self._bounds[-1]:
             raise ValueError("session events must come in time order")
         self._check_open()
-        self._session_lines.append(
-            self._encoder.encode(EventRecord(event_type=topic, timestamp_ns=t)) + b"\n"
-        )
+        line = self._encoder.encode(EventRecord(event_type=topic, timestamp_ns=t)) + b"\n"
+        self._session_lines.append(line)
+        if self._live is not None:
+            self._live_lines.append(line)
         self._bounds.append(t)
         self._segments.append(_Segment())
 
@@ -493,6 +508,8 @@ class EventsWriter:
         else:
             segment = self._segments[bisect.bisect_right(bounds, t)]
         segment.chunks.append(data)
+        if self._live is not None:
+            self._live_lines.append(data)
         self._buffered += len(data)
         if self._buffered > self.spill_bytes:
             self._spill()
@@ -512,14 +529,26 @@ class EventsWriter:
         if self._closed:
             raise ValueError("the events writer is closed")
 
+    def flush(self) -> None:
+        """Hands the lines written so far to the operating system (``live``)."""
+        if self._live is not None and self._live_lines and not self._closed:
+            self._live.write(b"".join(self._live_lines))
+            self._live_lines.clear()
+
     def close(self) -> None:
-        """Writes the file (segments and session lines in order).  Idempotent."""
+        """Replaces the file with the final one (segments and session lines in
+        order), written beside it first so that a failure leaves the live
+        one.  Idempotent."""
         if self._closed:
             return
         self._closed = True
+        if self._live is not None:
+            self._live.close()
+            self._live_lines.clear()
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        final = self.path.with_name(f"{self.path.name}.final")
         try:
-            with self.path.open("wb") as out:
+            with final.open("wb") as out:
                 for i, segment in enumerate(self._segments):
                     if segment.spill is not None:
                         segment.spill.writelines(segment.chunks)
@@ -531,7 +560,9 @@ class EventsWriter:
                         out.writelines(segment.chunks)
                     if i < len(self._session_lines):
                         out.write(self._session_lines[i])
+            os.replace(final, self.path)
         finally:
+            final.unlink(missing_ok=True)
             for segment in self._segments:
                 if segment.spill is not None:
                     segment.spill.close()
