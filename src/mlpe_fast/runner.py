@@ -45,7 +45,7 @@ from .artifacts.events import (
 from .artifacts.run_folder import RunFolder
 from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
 from .config import RunConfig
-from .engine import Client, ClientConfigError, RequestRecord
+from .engine import Client, ClientConfigError, EndpointUnreachable, RequestRecord
 from .engine._reader import monotonic_ns
 from .engine.audit import Audit, LoopLagProbe, audit_records
 from .errors import MlpeError, UsageError
@@ -219,7 +219,8 @@ async def run_point(
     (``complete: false`` too).
 
     Raises:
-        UsageError: the configuration cannot be run (bad dataset, tokenizer).
+        UsageError: the configuration cannot be run (bad dataset, tokenizer,
+            an endpoint that cannot be reached).
     """
     try:  # the endpoint first: the cheapest mistake to report
         client = Client(
@@ -241,6 +242,12 @@ async def run_point(
     )
     tokenizer = _load_tokenizer(config)
     template = _load_template(config)
+    try:  # before any file is written: an endpoint that is not there is a usage mistake
+        await client.check_reachable()
+    except EndpointUnreachable as error:
+        if error.error_class == "TLSError":  # its message says what to do
+            raise UsageError(str(error)) from None
+        raise UsageError(f"{error}; check --endpoints and that the server is up") from None
 
     folder = RunFolder(config.report_dir) if config.report_dir else None
     events: EventsWriter | None = None

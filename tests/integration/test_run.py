@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -116,7 +117,7 @@ def test_user_mistakes_are_one_line_and_status_2(
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
-def test_unreachable_endpoint_is_reported_not_raised(
+def test_unreachable_endpoint_is_a_usage_mistake(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     data = SHARED / "datasets" / "dummy_1k.jsonl"
@@ -139,9 +140,9 @@ def test_unreachable_endpoint_is_reported_not_raised(
         ]
     )
     captured = capsys.readouterr()
-    assert code == 4
-    assert "4 failed" in captured.out and "ConnectError" in captured.out
-    assert "no request succeeded" in captured.err and "Traceback" not in captured.err
+    assert code == 2  # a usage mistake, found before anything is written
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert "cannot connect to 127.0.0.1:9" in captured.err and "--endpoints" in captured.err
 
 
 def test_version() -> None:
@@ -149,3 +150,25 @@ def test_version() -> None:
         [sys.executable, "-m", "mlpe_fast", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert out.startswith("mlpe-fast ")
+
+
+def test_untrusted_certificate_is_a_usage_mistake(
+    capsys: pytest.CaptureFixture[str], tls_certs: Any
+) -> None:
+    from mlpe_fast.sim.config import SimConfig
+    from mlpe_fast.sim.server import SimServer
+
+    config = SimConfig(tls_cert=str(tls_certs.cert_file), tls_key=str(tls_certs.key_file))
+    data = SHARED / "datasets" / "dummy_1k.jsonl"
+    if not data.exists():
+        pytest.skip("../shared/data is not beside the checkout")
+    with SimServer.start_in_thread(config) as running:
+        argv = [
+            *("run", "--no-progress", "--num-samples", "8", "--endpoints", running.url),
+            *("--model", "mlpe-sim", "--tokenizer", str(SHARED / "tokenizers" / "char")),
+            *("--dataset", f"{data},parser.prompt=text_input", "--max-output-tokens", "4"),
+        ]
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and "--ca-bundle" in err
+        assert main([*argv, "--ca-bundle", str(tls_certs.ca_file)]) == 0

@@ -396,11 +396,12 @@ def test_lines_reach_the_file_as_they_are_made(tmp_path: Path) -> None:
     writer.record(record(B, 1, 25, 60), "q")  # issued inside the window
     writer.flush()
     live_types = [json.loads(line)["event_type"] for line in path.read_text().splitlines()]
-    assert live_types[4:] == ["session.stop_performance_tracking", "sample.issued", "sample.complete"]
+    stop = "session.stop_performance_tracking"
+    assert live_types[4:] == [stop, "sample.issued", "sample.complete"]
     writer.session(SESSION_ENDED, 70)
     writer.close()
     final = [(e.event_type, e.sample_uuid) for e in read_events(path)]
-    assert final.index(("sample.issued", B)) < final.index(("session.stop_performance_tracking", ""))
+    assert final.index(("sample.issued", B)) < final.index((stop, ""))
     assert not list(tmp_path.glob("events.jsonl.*"))  # no side or final files left
 
 

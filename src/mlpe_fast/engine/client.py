@@ -39,12 +39,12 @@ from ..errors import MlpeError
 from ..wire.events import NO_RESPONSE
 from ._reader import monotonic_ns
 from .connection import Exchange
-from .dial import Endpoint, tls_context
+from .dial import DialError, Endpoint, probe, tls_context
 from .framing import RequestFraming
 from .pool import ConnectionPool, InFlight
 from .record import RequestRecord
 
-__all__ = ("Client", "ClientConfigError")
+__all__ = ("Client", "ClientConfigError", "EndpointUnreachable")
 
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
@@ -54,6 +54,16 @@ _encode = msgspec.json.Encoder().encode
 
 class ClientConfigError(MlpeError, ValueError):
     """The client was given something it cannot use (a bad URL, say)."""
+
+
+class EndpointUnreachable(MlpeError, ConnectionError):
+    """:meth:`Client.check_reachable` could not connect; the message says
+    why, ``error_class`` names how (``ConnectError``, ``ConnectTimeout``,
+    ``TLSError``), as in a request's record."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
 
 
 class Client:
@@ -182,6 +192,20 @@ class Client:
             # read; a timer re-armed on every read would.
             period = min(max(min(timeouts) / 1e9 / 10, 0.01), 1.0)
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(period))
+
+    async def check_reachable(self) -> None:
+        """Opens one connection to the endpoint (TLS included) and closes it,
+        so that a run can refuse to start against an endpoint it cannot
+        reach.
+
+        Raises:
+            EndpointUnreachable: with the reason (refused, timed out, the
+                server's certificate not accepted, ...).
+        """
+        try:
+            await probe(self._endpoint, self._connect_timeout)
+        except DialError as error:
+            raise EndpointUnreachable(error.error_class, error.message) from None
 
     async def cancel_in_flight(
         self, message: str = "the run was interrupted with the request in flight"

@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from ._reader import monotonic_ns
 
-__all__ = ("Dialed", "DialError", "Endpoint", "dial", "tls_context")
+__all__ = ("Dialed", "DialError", "Endpoint", "dial", "probe", "tls_context")
 
 ALPN_H2 = "h2"
 ALPN_HTTP11 = "http/1.1"
@@ -203,3 +203,23 @@ def _deliver(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
         buffer[:n] = view[:n]
         protocol.buffer_updated(n)
         view = view[n:]
+
+
+class _Probe(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+
+async def probe(endpoint: Endpoint, timeout: float) -> None:
+    """Connects (TLS handshake included) and hangs up: is the endpoint there?
+
+    Raises:
+        DialError: as :func:`dial`.
+    """
+    dialed = await dial(endpoint, lambda http2: _Probe(), timeout)
+    transport = dialed.protocol.transport
+    if transport is not None:
+        transport.close()
