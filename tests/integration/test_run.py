@@ -172,3 +172,51 @@ def test_untrusted_certificate_is_a_usage_mistake(
         err = capsys.readouterr().err
         assert code == 2 and err.count("\n") == 1 and "--ca-bundle" in err
         assert main([*argv, "--ca-bundle", str(tls_certs.ca_file)]) == 0
+
+
+def test_the_api_key_is_never_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Not in config.yaml, events.jsonl, the report or the terminal, even when
+    the endpoint quotes it back in its error."""
+    import http.server
+    import threading
+
+    key = "sk-test-0123456789abcdef"
+
+    class QuotesTheKey(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            said = self.headers.get("Authorization", "")
+            body = json.dumps({"error": {"message": f"invalid key: {said}", "type": "auth"}})
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    data = SHARED / "datasets" / "dummy_1k.jsonl"
+    if not data.exists():
+        pytest.skip("../shared/data is not beside the checkout")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), QuotesTheKey)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        code = main(
+            [
+                *("run", "--no-progress", "--num-samples", "4", "--api-key", key),
+                *("--endpoints", f"http://127.0.0.1:{server.server_address[1]}"),
+                *("--model", "m", "--tokenizer", str(SHARED / "tokenizers" / "char")),
+                *("--dataset", f"{data},parser.prompt=text_input"),
+                *("--report-dir", str(tmp_path / "run")),
+            ]
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    out, err = capsys.readouterr()
+    assert code == 4 and "HTTPStatusError" in out and "<redacted>" in err
+    files = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    assert any(p.name == "events.jsonl" for p in files)
+    for text in [out, err, *(p.read_text(errors="replace") for p in files)]:
+        assert key not in text

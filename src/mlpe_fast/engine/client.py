@@ -51,6 +51,9 @@ COMPLETIONS_PATH = "/v1/completions"
 
 _encode = msgspec.json.Encoder().encode
 
+# What an API key is replaced with in error messages (as in config.yaml).
+REDACTED = "<redacted>"
+
 
 class ClientConfigError(MlpeError, ValueError):
     """The client was given something it cannot use (a bad URL, say)."""
@@ -139,6 +142,7 @@ class Client:
             raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
         self._max_connections = max_connections
         self.base_url = base_url
+        self._api_key = api_key
         self.host = parts.hostname
         self.port = port
         self.http2 = http2
@@ -329,8 +333,12 @@ class Client:
     def _done_callback(
         self, on_done: Callable[[RequestRecord], object]
     ) -> Callable[[RequestRecord], object]:
+        secret = self._api_key
+
         def done(record: RequestRecord) -> object:
             self.in_flight -= 1
+            if secret and record.error_class is not None:
+                record = _without_secret(record, secret)
             return on_done(record)
 
         return done
@@ -358,3 +366,20 @@ class Client:
             )
         elif idle is not None and now - max(request.last_read_ns, request.t_issue) > idle:
             request.fail(now, "IdleTimeout", f"no bytes from the endpoint for {idle / 1e9:g} s")
+
+
+def _without_secret(record: RequestRecord, secret: str) -> RequestRecord:
+    """The record with the API key blanked out of its error messages: an
+    endpoint may quote the key it refused ("invalid key sk-..."), and the
+    messages go to the terminal, the report and events.jsonl."""
+    message = record.error_message or ""
+    summary = record.response
+    if secret not in message and secret not in summary.error_message:
+        return record
+    return msgspec.structs.replace(
+        record,
+        error_message=message.replace(secret, REDACTED),
+        response=msgspec.structs.replace(
+            summary, error_message=summary.error_message.replace(secret, REDACTED)
+        ),
+    )
