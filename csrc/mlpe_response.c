@@ -346,6 +346,8 @@ unsigned mlpe_response_feed_eof(mlpe_response *r, int64_t t_ns) {
     res = mlpe_h1_feed_eof(&r->h1);
     if (res == MLPE_H1_DONE)
         return on_message_done(r, r->h1.keep_alive, t_ns);
+    if (r->done_seen) /* R4: the stream said it was done; only the framing's end is missing */
+        return on_message_done(r, 0, t_ns);
     if (res == MLPE_H1_ERROR)
         return fail(r, r->h1.error, r->h1.error_pos);
     /* Nothing of a response arrived at all: for the request we sent, that

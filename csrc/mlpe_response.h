@@ -30,7 +30,11 @@
  *      count, spec section 1.2) is the suffix beyond those lengths.
  *  R4. "data: [DONE]" ends the stream: t_done is its stamp and later events
  *      are counted in events_after_done and otherwise ignored.  Without it,
- *      t_done is the stamp of the read that completed the HTTP message.
+ *      t_done is the stamp of the read that completed the HTTP message.  A
+ *      connection closed after "[DONE]" but before the end of the HTTP
+ *      message (the last chunk missing, a Content-Length short) completes
+ *      the response with keep_alive 0: the stream said it was done, and its
+ *      timing is whole.
  *  R5. A chunk that fails to decode (codes 401-405) is counted; the first
  *      one's code, detail and raw data are kept; its neighbours still decode.
  *  R6. finish_reason and usage: the last non-null value wins.  Tool calls are

@@ -342,6 +342,24 @@ def test_eof_mid_stream_is_incomplete(response: ModuleType) -> None:
         decoder.feed(b"x", 3)
 
 
+@pytest.mark.parametrize("transfer", ["chunked", "length"])
+def test_eof_after_done_completes_the_response(response: ModuleType, transfer: str) -> None:
+    """R4: [DONE] came, only the framing's end (the last chunk, the rest of
+    a Content-Length) is missing when the connection closes."""
+    # a comment after [DONE], so that the Content-Length runs past it too
+    body = [*sse_body(chat_chunk(content="a"), chat_chunk(content="b")), b": bye\n\n"]
+    data = http_response(body, transfer=transfer)
+    cut = data.rindex(b"[DONE]") + len(b"[DONE]\n\n")
+    decoder = response.ResponseDecoder()
+    decoder.feed(data[:cut], 1)
+    events = decoder.feed_eof(2)
+    assert [type(e) for e in events] == [ResponseComplete]
+    assert not events[0].keep_alive
+    s = decoder.summary()
+    assert s.ok and s.complete and s.done and not s.keep_alive
+    assert s.content == "ab" and s.t_done == 1  # the [DONE] read, not the close
+
+
 def test_eof_before_any_byte_is_incomplete(response: ModuleType) -> None:
     decoder = response.ResponseDecoder()
     with pytest.raises(IncompleteResponse) as info:

@@ -328,11 +328,26 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
         code = event.error_code
         if stream.registered:
             self.unregister(stream.stream_id)
+            stream.registered = False
+        if self._ended_after_done(stream, t_ns):
+            return
         if code == ErrorCodes.REFUSED_STREAM and stream.decoder.summary().status == 0:
             self._retry(stream, t_ns, "StreamRefused", "the endpoint refused the stream")
             return
         name = code.name if isinstance(code, ErrorCodes) else str(code)
         self._fail(stream, t_ns, "StreamReset", f"the endpoint reset the stream ({name})")
+
+    def _ended_after_done(self, stream: _Stream, t_ns: int) -> bool:
+        """A stream cut after its ``[DONE]`` is complete, as over HTTP/1.1
+        (rule R4 of ``csrc/mlpe_response.h``): only its END_STREAM is missing."""
+        if not stream.decoder.summary().done:
+            return False
+        try:
+            stream.decoder.end_body(t_ns)
+        except DecodeError:
+            pass  # the summary carries the error
+        self._done(stream, t_ns)
+        return True
 
     def _on_window(self) -> None:
         blocked, self._blocked = self._blocked, []
@@ -437,7 +452,7 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             last = self._last_stream_id
             if last is not None and stream.stream_id > last:
                 self._retry(stream, t_ns, "GoAway", "the endpoint went away before the stream")
-            else:
+            elif not self._ended_after_done(stream, t_ns):
                 self._fail(stream, t_ns, error_class, message)
         self._blocked.clear()
 

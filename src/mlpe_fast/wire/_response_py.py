@@ -232,7 +232,13 @@ class ResponseDecoder:
         try:
             events = self._h1.feed_eof(t_ns)
         except ProtocolError as exc:
-            self._fail(exc)
+            if not self._done_seen:
+                self._fail(exc)
+            # R4: the stream said it was done; only the framing's end is missing.
+            self._message_done(False, t_ns, out)
+            self._trailers = ()
+            self._report_complete(out, t_ns)
+            return out
         if not events:
             # Nothing of a response arrived at all: for a request we sent,
             # that is an incomplete response too.
