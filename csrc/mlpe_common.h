@@ -55,6 +55,7 @@ typedef enum mlpe_err {
     /* Whole-response decoding (mlpe_response.h).  Terminal. */
     MLPE_E_CONTENT_ENCODING = 301,  /* a Content-Encoding the client did not ask for */
     MLPE_E_BODY_TOO_LARGE = 302,    /* a non-SSE body over max_body */
+    MLPE_E_NO_EVENTS = 303,         /* a 2xx event stream that ended without an event */
 
     /* One SSE event's payload (mlpe_oai.h).  NOT terminal: the event is
      * reported as a chunk error and its neighbours still decode. */

@@ -284,6 +284,8 @@ static unsigned on_body(mlpe_response *r, mlpe_span span, int64_t t_ns) {
 
 static unsigned on_message_done(mlpe_response *r, int keep_alive, int64_t t_ns) {
     unsigned flags = MLPE_RESPONSE_DONE;
+    if (r->body_kind == MLPE_BODY_SSE && r->events == 0) /* R10 */
+        return fail(r, MLPE_E_NO_EVENTS, r->body_offset);
     r->complete = 1;
     r->keep_alive = keep_alive;
     if (r->body_kind == MLPE_BODY_JSON)

@@ -47,6 +47,9 @@
  *      HTTP framing errors, and de-framed body bytes for the errors of the
  *      body (MLPE_E_EVENT_TOO_LARGE, MLPE_E_BODY_TOO_LARGE, and
  *      MLPE_E_CONTENT_ENCODING, which is found before body byte 0).
+ *  R10. A 2xx event stream whose message ends without a single event
+ *      (nothing, or bytes that never formed one) is MLPE_E_NO_EVENTS at the
+ *      body's length: it is no answer, however cleanly it was framed.
  *  R9. (framing done elsewhere, e.g. HTTP/2): the head arrives as a status and
  *      the two fields R1/R2 read (NULL/0 when absent), the body as de-framed
  *      payload bytes, the end of the message as a call.  The h1 layer is

@@ -366,12 +366,17 @@ static void oracle_run(oracle *o, const uint8_t *data, size_t size, const resp_c
     }
     if (!o->stop && cfg->eof) {
         mlpe_h1_result res = mlpe_h1_feed_eof(&p);
-        if (res == MLPE_H1_DONE) {
+        if (res == MLPE_H1_DONE || o->done_seen) { /* R4: a close after [DONE] completes it */
             o->complete = 1;
         } else {
             o->error = res == MLPE_H1_ERROR ? p.error : MLPE_E_INCOMPLETE;
             o->error_pos = res == MLPE_H1_ERROR ? p.error_pos : p.offset;
         }
+    }
+    if (o->complete && body_kind == MLPE_BODY_SSE && o->events == 0) { /* R10 */
+        o->complete = 0;
+        o->error = MLPE_E_NO_EVENTS;
+        o->error_pos = o->body_off;
     }
     mlpe_h1_free(&p);
     mlpe_sse_free(&d);

@@ -19,6 +19,7 @@ import enum
 
 __all__ = (
     "BodyTooLarge",
+    "NoEvents",
     "ChunkSizeTooLong",
     "ErrorCode",
     "EventTooLarge",
@@ -66,6 +67,7 @@ class ErrorCode(enum.IntEnum):
     EVENT_TOO_LARGE = 201
     CONTENT_ENCODING = 301
     BODY_TOO_LARGE = 302
+    NO_EVENTS = 303
     JSON_SYNTAX = 401
     JSON_UTF8 = 402
     JSON_DEPTH = 403
@@ -221,6 +223,11 @@ class BodyTooLarge(ProtocolError):
     description = "response body larger than max_body"
 
 
+class NoEvents(ProtocolError):
+    code = ErrorCode.NO_EVENTS
+    description = "the event stream ended without a single event"
+
+
 _BY_CODE: dict[int, type[ProtocolError]] = {
     cls.code: cls
     for cls in (
@@ -241,6 +248,7 @@ _BY_CODE: dict[int, type[ProtocolError]] = {
         EventTooLarge,
         UnsupportedContentEncoding,
         BodyTooLarge,
+        NoEvents,
     )
 }
 

@@ -36,7 +36,7 @@ from hyperframe.frame import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mlpe_fast.errors import EventTooLarge, UnsupportedContentEncoding
+from mlpe_fast.errors import ErrorCode, EventTooLarge, UnsupportedContentEncoding
 from mlpe_fast.sim.stream import chat_chunk, sse_event
 from tests.conftest import wire_module
 
@@ -578,9 +578,10 @@ def test_end_stream_on_padded_and_empty_frames(h2w: ModuleType, resp: ModuleType
     d.register(3, three)
     stream = data_frame(1, tokens("p"), end_stream=True, pad=4) + data_frame(3, end_stream=True)
     trace = feed_all(d, stream)
-    assert trace.flags() == [(1, FIRST), (1, DONE), (3, DONE)]
+    # Stream 3's event stream ended without an event: no answer (R10).
+    assert trace.flags() == [(1, FIRST), (1, DONE), (3, ERROR)]
     assert trace.passthrough == end_stream_frame(1) + end_stream_frame(3)
-    assert one.summary().complete and three.summary().complete
+    assert one.summary().complete and three.summary().error_code == ErrorCode.NO_EVENTS
 
 
 def test_json_body_decoded_at_the_end(h2w: ModuleType, resp: ModuleType) -> None:
@@ -642,6 +643,7 @@ def test_refused_calls_fail_the_stream(h2w: ModuleType, resp: ModuleType) -> Non
 def test_stream_of_an_ended_decoder_fails(h2w: ModuleType, resp: ModuleType) -> None:
     d = h2w.DataDeframer()
     dec = decoder(resp)
+    dec.feed_body(tokens("x"), 0)
     dec.end_body(0)
     d.register(1, dec)
     assert feed_all(d, data_frame(1, b"late")).flags() == [(1, ERROR)]

@@ -25,6 +25,7 @@ from mlpe_fast.errors import (
     EventTooLarge,
     IncompleteResponse,
     LocalProtocolError,
+    NoEvents,
     ProtocolError,
     UnsupportedContentEncoding,
 )
@@ -50,6 +51,7 @@ Headers = Sequence[tuple[bytes, bytes]]
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
 SSE = [(b"content-type", b"text/event-stream")]
+AN_EVENT = sse_event(chat_chunk(content="a"))
 JSON = [(b"content-type", b"application/json")]
 T_HEAD = 1000  # set_head's stamp; piece i is fed at T_HEAD + 1 + i
 
@@ -383,11 +385,22 @@ def test_empty_pieces_and_any_buffer(response: ModuleType) -> None:
     assert decoder.summary().content == "Hello é世😀"
 
 
-def test_empty_body(response: ModuleType) -> None:
-    events, decoder = via_body(response, 200, SSE, [])
+def test_empty_event_stream_is_no_answer(response: ModuleType) -> None:
+    """R10, as over HTTP/1.1: a 2xx event stream without a single event."""
+    decoder = response.ResponseDecoder()
+    decoder.set_head(200, SSE, T_HEAD)
+    with pytest.raises(NoEvents) as info:
+        decoder.end_body(T_HEAD + 1)
+    assert info.value.position == 0
+    s = decoder.summary()
+    assert not s.complete and s.error_code == ErrorCode.NO_EVENTS and s.events == 0
+
+
+def test_empty_json_body_completes(response: ModuleType) -> None:
+    events, decoder = via_body(response, 200, JSON, [])
     assert [type(e) for e in events] == [ResponseHead, ResponseComplete]
     s = decoder.summary()
-    assert s.complete and s.ok and s.events == 0 and s.t_done == T_HEAD + 1
+    assert s.complete and s.events == 0 and s.t_done == T_HEAD + 1
 
 
 # ---- the head: R1 and R2 as over HTTP/1.1 --------------------------------------------
@@ -448,8 +461,9 @@ def test_content_encoding_as_over_h1(response: ModuleType, encoding: bytes) -> N
     except ProtocolError as exc:
         body_error = exc
     h1 = response.ResponseDecoder()
+    body = b"".join(pieces)
     try:
-        h1.feed(h1_head(200, headers, b"content-length: 0"), T_HEAD)
+        h1.feed(h1_head(200, headers, b"content-length: %d" % len(body)) + body, T_HEAD)
     except ProtocolError as exc:
         h1_error = exc
     assert body_error == h1_error
@@ -546,28 +560,31 @@ MISUSE: dict[str, tuple[list[tuple[str, tuple[Any, ...]]], tuple[str, tuple[Any,
     ),
     "set_head_twice": ([("set_head", (200, SSE, 1))], ("set_head", (200, SSE, 2))),
     "set_head_after_end": (
-        [("set_head", (200, SSE, 1)), ("end_body", (2,))],
+        [("set_head", (200, SSE, 1)), ("feed_body", (AN_EVENT, 1)), ("end_body", (2,))],
         ("set_head", (200, SSE, 3)),
     ),
     "feed_after_set_head": ([("set_head", (200, SSE, 1))], ("feed", (HEAD, 2))),
     "feed_eof_after_set_head": ([("set_head", (200, SSE, 1))], ("feed_eof", (2,))),
     "feed_after_end_body": (
-        [("set_head", (200, SSE, 1)), ("end_body", (2,))],
+        [("set_head", (200, SSE, 1)), ("feed_body", (AN_EVENT, 1)), ("end_body", (2,))],
         ("feed", (b"x", 3)),
     ),
     "feed_body_first": ([], ("feed_body", (b"data: x\n\n", 1))),
     "feed_body_after_feed": ([("feed", (HEAD, 1))], ("feed_body", (b"data: x\n\n", 2))),
     "feed_body_after_end": (
-        [("set_head", (200, SSE, 1)), ("end_body", (2,))],
+        [("set_head", (200, SSE, 1)), ("feed_body", (AN_EVENT, 1)), ("end_body", (2,))],
         ("feed_body", (b"data: x\n\n", 3)),
     ),
     "feed_body_empty_after_end": (
-        [("set_head", (200, SSE, 1)), ("end_body", (2,))],
+        [("set_head", (200, SSE, 1)), ("feed_body", (AN_EVENT, 1)), ("end_body", (2,))],
         ("feed_body", (b"", 3)),
     ),
     "end_body_first": ([], ("end_body", (1,))),
     "end_body_after_feed": ([("feed", (HEAD, 1))], ("end_body", (2,))),
-    "end_body_twice": ([("set_head", (200, SSE, 1)), ("end_body", (2,))], ("end_body", (3,))),
+    "end_body_twice": (
+        [("set_head", (200, SSE, 1)), ("feed_body", (AN_EVENT, 1)), ("end_body", (2,))],
+        ("end_body", (3,)),
+    ),
     "status_199": ([], ("set_head", (199, SSE, 1))),
     "status_100": ([], ("set_head", (100, SSE, 1))),
     "status_101": ([], ("set_head", (101, SSE, 1))),
@@ -725,7 +742,8 @@ def _chunks(draw: st.DrawFn) -> bytes:
 def _streams(draw: st.DrawFn) -> tuple[list[bytes], dict[str, Any]]:
     """An SSE body cut into non-empty pieces, and decoder options."""
     eol = draw(st.sampled_from([b"\n", b"\r\n", b"\r"]))
-    chunks = draw(st.lists(_chunks(), max_size=12))
+    # at least one event: an empty stream fails at its head read over HTTP/1.1 (R10)
+    chunks = draw(st.lists(_chunks(), min_size=1, max_size=12))
     events = [sse_event(c, eol=eol) for c in chunks]
     if draw(st.booleans()):
         events.append(sse_event(b"[DONE]", eol=eol))

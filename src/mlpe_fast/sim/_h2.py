@@ -43,12 +43,19 @@ and counts its streams itself.
 Faults
 ------
 ``h2_refuse_every``, ``h2_reset_every`` and ``h2_goaway_after`` (see
-:class:`~mlpe_fast.sim.config.SimConfig`).  The GOAWAY is written here
-rather than through ``h2``, whose connection stops sending anything once it
-has sent one, while section 6.8 has the streams up to its last stream id
-answered in full; streams above it are refused, and when the processed
-ones are done the server half-closes (it reads on until the client closes,
-so that its last bytes are not lost to a reset).
+:class:`~mlpe_fast.sim.config.SimConfig`); a stream the reset fault marks
+takes no ``--fault``.  Of those (:mod:`mlpe_fast.sim.faults`), the resets
+are RST_STREAM(INTERNAL_ERROR) on the stream, the status and content faults
+are as over HTTP/1.1 (``garbage`` ends with END_STREAM), and the faults of
+HTTP/1.x framing and connections (``truncated-chunk``, ``bad-chunk-size``,
+``slow-head``, ``close-after-response``) do not apply.
+
+The GOAWAY is written here rather than through ``h2``, whose connection
+stops sending anything once it has sent one, while section 6.8 has the
+streams up to its last stream id answered in full; streams above it are
+refused, and when the processed ones are done the server half-closes (it
+reads on until the client closes, so that its last bytes are not lost to a
+reset).
 
 What ``h2`` decides
 -------------------
@@ -125,8 +132,10 @@ class Http2Stream:
         "reset_after_tokens",
     )
 
-    # Events go out as DATA frames, without HTTP/1.1's chunk framing.
+    # Events go out as DATA frames, without HTTP/1.1's chunk framing, and
+    # the faults that break HTTP/1.x framing have nothing to break here.
     chunked = False
+    wire = None
 
     def __init__(self, conn: Http2Connection, stream_id: int, method: str, path: str) -> None:
         self.conn = conn
@@ -185,9 +194,8 @@ class Http2Stream:
     def job_done(self, job: ResponseJob) -> None:
         self.job = None
 
-    def reset(self, job: ResponseJob) -> None:
+    def reset(self) -> None:
         self.job = None
-        self.conn.state.stats.h2_resets += 1
         self.conn.reset(self, ErrorCodes.INTERNAL_ERROR)
 
 

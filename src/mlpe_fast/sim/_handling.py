@@ -23,9 +23,11 @@ from typing import Any, Protocol
 import msgspec
 
 from ._events import Shape, framed
+from ._fault_jobs import FaultyStreamJob, fault_error
 from ._jobs import BufferedJob, Gen, ResponseJob, StreamJob
 from ._pacer import Pacer
 from .config import VOCAB, SimConfig, SimStats
+from .faults import FaultPicker, FaultSpec
 from .oracle import MISS_CODE, request_prompt
 from .stream import chat_chunk, completion_chunk
 
@@ -34,6 +36,7 @@ __all__ = (
     "Closable",
     "Responder",
     "ServerState",
+    "Wire",
     "drive",
     "handle_request",
     "reply",
@@ -70,6 +73,12 @@ class Responder(Protocol):
     def reset_after_tokens(self) -> int | None:
         """A fault: abort the response once this many token events were
         written (:meth:`reset`); None never."""
+        ...
+
+    @property
+    def wire(self) -> Wire | None:
+        """The HTTP/1.x connection under the response, for the faults that
+        break its framing or its lifetime; None over HTTP/2."""
         ...
 
     @property
@@ -112,8 +121,37 @@ class Responder(Protocol):
         """``job`` wrote its whole response."""
         ...
 
-    def reset(self, job: ResponseJob) -> None:
-        """Aborts the response of ``job`` (the fault of :attr:`reset_after_tokens`)."""
+    def reset(self) -> None:
+        """Aborts the response: resets the HTTP/2 stream
+        (RST_STREAM(INTERNAL_ERROR)) or the HTTP/1.x connection (RST)."""
+        ...
+
+
+class Wire(Protocol):
+    """An HTTP/1.x connection as the faults see it: bytes written as they
+    are, whatever the framing says."""
+
+    @property
+    def stream_head(self) -> bytes:
+        """The head of the streamed response begun (:meth:`Responder.begin`)."""
+        ...
+
+    @property
+    def keeps_alive(self) -> bool:
+        """The connection is to stay open after the response being answered."""
+        ...
+
+    def write(self, data: bytes) -> None:
+        """Writes ``data`` as is."""
+        ...
+
+    def hang_up(self) -> None:
+        """Closes the connection cleanly (FIN) once what is written is sent."""
+        ...
+
+    def close_after_response(self) -> None:
+        """Closes the connection cleanly once the response is out, although
+        its head let the client keep it (the stale keep-alive race)."""
         ...
 
 
@@ -136,6 +174,8 @@ class ServerState:
         self.pacer = pacer
         self.stats = SimStats()
         self.conns: set[Closable] = set()
+        # What the fault windows count from.
+        self.started_ns = _monotonic_ns()
         self.eol = _EOLS[config.eol]
         self.model = config.model
         self.oracle = config.oracle
@@ -146,6 +186,11 @@ class ServerState:
         self.ttft = config.ttft_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
         self.itl = config.itl_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
         self.length = config.output_len.int_sampler(random.Random(seeds.getrandbits(64)))
+        # None without faults: a request then costs one test, its events nothing.
+        self.faults: FaultPicker | None = None
+        if config.faults:
+            self.faults = FaultPicker(config.faults, seeds.getrandbits(64), self.started_ns)
+            self.stats.faults = {spec.name: 0 for spec in config.faults}
         self.next_id = 0
         model = config.model
         self.role_shape = Shape(
@@ -380,7 +425,52 @@ def handle_request(
         if oracle_text is None:
             send_error(state, out, 404, oracle.miss_message(prompt), code=MISS_CODE)
             return
-    _start(state, out, gen, _answer(state, gen, oracle_text), recv_ns=recv_ns, base_ns=base_ns)
+    # Drawn even for a request a fault answers at once, so that faults do
+    # not change the text of the other requests.
+    answer = _answer(state, gen, oracle_text)
+    fault = None
+    if state.faults is not None:
+        fault = _pick_fault(state, state.faults, out, gen, recv_ns)
+        if fault is not None and _fault_at_once(state, out, fault):
+            return
+    _start(state, out, gen, answer, recv_ns=recv_ns, base_ns=base_ns, fault=fault)
+
+
+def _pick_fault(
+    state: ServerState, picker: FaultPicker, out: Responder, gen: Gen, recv_ns: int
+) -> FaultSpec | None:
+    """The fault of this completion request, if any (counted)."""
+    wire = out.wire
+    fault = picker.pick(
+        recv_ns,
+        streamed=gen.stream and state.config.framing == "chunked",
+        http1=wire is not None,
+        chunked=out.chunked,
+        keep_alive=wire is not None and wire.keeps_alive,
+        # a stream the HTTP/2 reset fault marked keeps to that fault
+        allowed=out.reset_after_tokens is None,
+    )
+    if fault is not None:
+        state.stats.faults[fault.name] += 1
+    return fault
+
+
+def _fault_at_once(state: ServerState, out: Responder, fault: FaultSpec) -> bool:
+    """Applies the faults that answer without generating anything; False
+    for the others, which the response's job or connection carries out."""
+    status = fault.status
+    if status is not None:
+        body, extra = fault_error(status)
+        reply(state, out, status, body, extra=extra)
+        return True
+    if fault.name == "reset-before-head":
+        state.stats.requests += 1
+        out.reset()
+        return True
+    if fault.name == "close-after-response":
+        assert out.wire is not None  # applies() saw to it
+        out.wire.close_after_response()
+    return False
 
 
 def _answer(state: ServerState, gen: Gen, oracle_text: str | None) -> _Answer:
@@ -402,7 +492,14 @@ def _answer(state: ServerState, gen: Gen, oracle_text: str | None) -> _Answer:
 
 
 def _start(
-    state: ServerState, out: Responder, gen: Gen, answer: _Answer, *, recv_ns: int, base_ns: int
+    state: ServerState,
+    out: Responder,
+    gen: Gen,
+    answer: _Answer,
+    *,
+    recv_ns: int,
+    base_ns: int,
+    fault: FaultSpec | None,
 ) -> None:
     """Starts the response job and fires it if something is due already."""
     cfg = state.config
@@ -421,7 +518,10 @@ def _start(
     }
     job: ResponseJob
     if gen.stream and cfg.framing == "chunked":
-        job = StreamJob(out, state, gen, first_due=first_due, **common)
+        if fault is None or fault.name == "close-after-response":
+            job = StreamJob(out, state, gen, first_due=first_due, **common)
+        else:
+            job = FaultyStreamJob(out, state, gen, first_due=first_due, fault=fault.name, **common)
         out.begin(job, streamed=True)
         if cfg.head_at_first_token and first_due > now:
             state.pacer.schedule(first_due, job)

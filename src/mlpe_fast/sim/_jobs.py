@@ -174,7 +174,8 @@ class StreamJob(ResponseJob):
         state = self.state
         chunked = self.chunked = self.out.chunked
         self.i = 0
-        # Tokens to write: all of them, or those before the reset fault.
+        # Tokens to write before at_stop(): all of them, or those before
+        # the reset fault (or a fault of a subclass).
         self.stop = self.n if self.cut is None else self.cut
         self.head_pending = True
         bind = (self.rid, self.created, self.recv)
@@ -241,25 +242,53 @@ class StreamJob(ResponseJob):
             stats.tokens += i - start
             events += i - start
         self.i = i
-        end = i == self.n and self.cut is None
-        if end:
-            if self.gen.include_usage:
-                parts.append(framed(self.usage_chunk(), eol=self.state.eol, chunked=self.chunked))
-                events += 1
-            parts.append(self.state.done[self.chunked])
-            events += 1
+        if i == stop:
+            return self.at_stop(parts, events, head, now_ns)
+        # send(), inline: this is the path of every write but the last
         stats.events += events
         if parts or head:
             stats.writes += 1
-            out.write_stream(parts, head=head, end=end)
-        if end:
-            stats.responses += 1
-            out.job_done(self)
-            return None
-        if i == stop:  # only with the reset fault: the tokens before it are out
-            out.reset(self)
-            return None
+            out.write_stream(parts, head=head, end=False)
         return due
+
+    def send(self, parts: list[bytes], events: int, *, head: bool, end: bool) -> None:
+        """Writes ``parts`` (``events`` events), after the head if ``head``,
+        ending the response if ``end``."""
+        stats = self.state.stats
+        stats.events += events
+        if parts or head or end:
+            stats.writes += 1
+            self.out.write_stream(parts, head=head, end=end)
+
+    def tail(self, parts: list[bytes]) -> int:
+        """Appends the usage chunk (if asked for) and ``[DONE]``; returns
+        the number of events appended."""
+        events = 1
+        if self.gen.include_usage:
+            parts.append(framed(self.usage_chunk(), eol=self.state.eol, chunked=self.chunked))
+            events += 1
+        parts.append(self.state.done[self.chunked])
+        return events
+
+    def complete(self, parts: list[bytes], events: int, *, head: bool) -> None:
+        """Ends the response with ``parts`` and the job."""
+        self.send(parts, events, head=head, end=True)
+        self.state.stats.responses += 1
+        self.out.job_done(self)
+
+    def at_stop(self, parts: list[bytes], events: int, head: bool, now_ns: int) -> int | None:
+        """The tokens before ``stop`` are rendered, the last of them in
+        ``parts`` (not yet written): ends the response, or with the HTTP/2
+        reset fault resets it.  Returns the next deadline, if any (a
+        subclass may go on)."""
+        if self.cut is None:
+            events += self.tail(parts)
+            self.complete(parts, events, head=head)
+            return None
+        self.state.stats.h2_resets += 1
+        self.send(parts, events, head=head, end=False)
+        self.out.reset()
+        return None
 
 
 class BufferedJob(ResponseJob):
@@ -273,12 +302,13 @@ class BufferedJob(ResponseJob):
         if out.blocked:
             out.park(self)
             return None
+        state = self.state
         if self.cut is not None:
             # Its tokens would all leave in one write: the reset fault
             # cannot fall between them, so the response is reset unsent.
-            out.reset(self)
+            state.stats.h2_resets += 1
+            out.reset()
             return None
-        state = self.state
         stats = state.stats
         if self.due > self.t0:
             stats.add_lateness(_monotonic_ns() - self.due)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import socket
+import struct
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -38,6 +40,19 @@ _REASONS = {
     501: "Not Implemented",
     505: "HTTP Version Not Supported",
 }
+# SO_LINGER on, zero seconds: closing the socket sends RST, not FIN.
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _reason(status: int) -> bytes:
+    """The reason phrase of ``status`` (the status faults use any 4xx/5xx)."""
+    reason = _REASONS.get(status)
+    if reason is None:
+        try:
+            reason = http.HTTPStatus(status).phrase
+        except ValueError:
+            reason = "Error"
+    return reason.encode()
 
 
 def _head(
@@ -54,7 +69,7 @@ def _head(
     by the chunked coding, or else by the end of the connection (then
     ``connection`` must be ``b"close"``)."""
     lines = [
-        b"HTTP/1.1 %d %s" % (status, _REASONS[status].encode()),
+        b"HTTP/1.1 %d %s" % (status, _reason(status)),
         b"content-type: " + content_type,
     ]
     if event_stream:
@@ -88,6 +103,8 @@ class Connection(asyncio.Protocol):
         # The request being answered: close the connection after its
         # response; the head of its streamed response.
         self._close_after = False
+        # ...or close it without saying so (the close-after-response fault)
+        self._quiet_close = False
         self._stream_head = b""
         self.chunked = True
         self.write_paused = False
@@ -159,6 +176,10 @@ class Connection(asyncio.Protocol):
     reset_after_tokens = None
 
     @property
+    def wire(self) -> Connection:
+        return self
+
+    @property
     def gone(self) -> bool:
         return self.closing
 
@@ -217,15 +238,40 @@ class Connection(asyncio.Protocol):
     def job_done(self, job: ResponseJob) -> None:
         self._job = None
         self._last_done_ns = _monotonic_ns()
-        if self._close_after:
+        if self._close_after or self._quiet_close:
             self._close()
         else:
             self._process()
 
-    def reset(self, job: ResponseJob) -> None:
-        """Aborts the response: HTTP/1.1 can only drop the connection."""
+    def reset(self) -> None:
+        """Aborts the response: HTTP/1.1 can only drop the connection, with
+        RST (a client reading the response gets ECONNRESET once it has read
+        what was sent)."""
         self._job = None
+        transport = self._transport
+        if transport is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError, AttributeError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
         self.abort()
+
+    # -- the Wire, for faults -------------------------------------------------------
+
+    @property
+    def stream_head(self) -> bytes:
+        return self._stream_head
+
+    @property
+    def keeps_alive(self) -> bool:
+        return not self._close_after
+
+    def hang_up(self) -> None:
+        self._job = None
+        self._close()
+
+    def close_after_response(self) -> None:
+        self._quiet_close = True
 
     # -- used by the server --------------------------------------------------------
 
@@ -297,6 +343,7 @@ class Connection(asyncio.Protocol):
         self.chunked = req.http_minor == 1
         # After the client's EOF, the last answer closes the connection.
         self._close_after = not req.keep_alive or (self._eof and not self._pending)
+        self._quiet_close = False
         handle_request(
             self._state,
             self,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
 from ._pacer import TimerKind
+from .faults import FaultSpec
 from .timing import Dist
 
 if TYPE_CHECKING:
@@ -22,6 +24,7 @@ VOCAB = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
 the character tokenizer's vocabulary and need no JSON escaping."""
 
 _NO_DELAY = Dist()
+_MIB = 1024 * 1024
 _DEFAULT_LEN = Dist("fixed", 128, min=1)
 _MAX_31 = 2**31 - 1
 H2_OPTIONS = (
@@ -92,6 +95,15 @@ class SimConfig:
             is the last one processed: GOAWAY (NO_ERROR) names it, later
             streams are refused, and the connection closes once the
             processed ones are answered; 0 is off.
+        faults: faults injected into completion requests, each with its
+            fraction and time window; a request gets at most one, the first
+            listed that its draws select (:mod:`mlpe_fast.sim.faults`).
+        fault_stall_s: how long the ``stall`` fault holds a stream.
+        fault_slow_head_s: the ``slow-head`` fault's delay between the
+            bytes of a response head.
+        fault_event_bytes: the characters of the ``oversized-event``
+            fault's content string (the default is over a client's usual
+            1 MiB event limit).
     """
 
     host: str = "127.0.0.1"
@@ -121,6 +133,10 @@ class SimConfig:
     h2_reset_every: int = 0
     h2_reset_after_tokens: int = 1
     h2_goaway_after: int = 0
+    faults: tuple[FaultSpec, ...] = ()
+    fault_stall_s: float = 30.0
+    fault_slow_head_s: float = 1.0
+    fault_event_bytes: int = 2 * _MIB
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -162,6 +178,14 @@ class SimConfig:
             ]
             if changed:
                 raise ValueError(f"{', '.join(changed)} without http2")
+        if not all(isinstance(spec, FaultSpec) for spec in self.faults):
+            raise ValueError("faults must be FaultSpec values (see parse_fault)")
+        for name in ("fault_stall_s", "fault_slow_head_s"):
+            value = getattr(self, name)
+            if not 0.0 <= value < math.inf:
+                raise ValueError(f"{name} must be finite and >= 0, not {value}")
+        if self.fault_event_bytes < 1:
+            raise ValueError(f"fault_event_bytes must be >= 1, not {self.fault_event_bytes}")
 
 
 class SimStats:
@@ -191,12 +215,19 @@ class SimStats:
         h2_goaways: GOAWAYs sent by the GOAWAY fault.
         h2_client_resets: streams the client reset (RST_STREAM) before
             their response was complete.
+        faults: requests each configured fault was applied to, by name
+            (every configured name is present; ``as_dict`` lists them as
+            ``fault:NAME``).  A faulted request counts in ``requests``; in
+            ``responses`` if its response was ended (last chunk or
+            END_STREAM, not a reset or a close), in ``errors`` if it got a
+            status fault.
     """
 
     __slots__ = (
         "connections",
         "errors",
         "events",
+        "faults",
         "h2_client_resets",
         "h2_connections",
         "h2_goaways",
@@ -231,10 +262,13 @@ class SimStats:
         self.h2_resets = 0
         self.h2_goaways = 0
         self.h2_client_resets = 0
+        self.faults: dict[str, int] = {}
 
     def as_dict(self) -> dict[str, int]:
-        """A snapshot of the counters."""
-        return {name: getattr(self, name) for name in self.__slots__}
+        """A snapshot of the counters, each fault's as ``fault:NAME``."""
+        out = {name: getattr(self, name) for name in self.__slots__ if name != "faults"}
+        out.update({f"fault:{name}": count for name, count in self.faults.items()})
+        return out
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{k}={v}" for k, v in self.as_dict().items())

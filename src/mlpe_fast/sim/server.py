@@ -94,6 +94,92 @@ body that is not a valid request gets 400 in OpenAI's error shape, and a
 prompt an oracle does not know gets 404 in that shape; these keep the
 connection.  No exception escapes into the event loop.
 
+Faults
+------
+``faults`` (``--fault NAME[=FRACTION][@FROM-TO]``, repeatable) make
+completion requests go wrong on purpose, so that a client's handling of
+each failure can be tested: each request gets at most one fault, drawn
+with the probability FRACTION (default 1) from a generator seeded by
+``seed`` (the same requests in the same order get the same faults, and the
+text of the others does not change), and only if it arrived FROM to TO
+seconds after the server started (either bound may be left out).  The
+first listed fault that a request's draws select, and that can apply to it,
+is its fault; one that cannot apply (a framing fault over HTTP/2, a stream
+fault on a non-streamed request) does not fire.  ``SimStats.faults`` counts
+them.  The events around a fault are the usual ones, stamps included.
+
+Over HTTP/1.1 (a stream being chunked), with what a client should make of
+it:
+
+``reset-before-head`` (any request)
+    RST as soon as the request is read, nothing of a response: the
+    connection failed with no response (on a reused connection, a client
+    may send the request again, once, on a new one).
+``reset-mid-stream`` (streams)
+    RST after the first ``n // 2`` token events (``n`` the answer's
+    tokens): an incomplete response (ECONNRESET after those events).
+``reset-after-last`` (streams)
+    RST after ``[DONE]``, before the last chunk (``0`` CRLF CRLF): every
+    token and ``[DONE]`` arrived, only the HTTP message is cut short (a
+    client that takes ``[DONE]`` as the end has the whole answer).
+``truncated-chunk`` (HTTP/1.1 streams)
+    after ``n // 2`` token events, a chunk whose size line announces the
+    next event and whose data is half of it, then FIN: an incomplete
+    response (EOF inside a chunk).
+``bad-chunk-size`` (HTTP/1.1 streams)
+    after ``n // 2`` token events, the chunk-size line ``zz`` (then that
+    event and FIN): a malformed chunk size.
+``status-CODE`` (any request; CODE 400 to 599)
+    that status at once, with an OpenAI error body
+    ``{"error": {"message", "type", "param", "code"}}`` and a
+    Content-Length, the connection kept: an HTTP status error.
+    ``status-429`` is a rate limit (``"code": "rate_limit_exceeded"``)
+    with ``Retry-After: 1``.
+``garbage`` (streams)
+    a 200 event-stream head, then at the first token's deadline 64 KiB of
+    random bytes with no CR or LF in well-formed chunks, then FIN without
+    the last chunk: no event at all, and an incomplete response.
+``malformed-event`` (streams)
+    an extra event ``data: {"choices": [`` after ``n // 2`` token events;
+    the response completes with all its tokens: one undecodable event
+    (JSON syntax), the request otherwise a success.
+``invalid-utf8`` (streams)
+    an extra content event whose JSON string holds the bytes FF FE, after
+    ``n // 2`` token events; the response completes: one undecodable event
+    (invalid UTF-8), the request otherwise a success.
+``stall`` (streams)
+    nothing for ``fault_stall_s`` (default 30 s) after the first token,
+    then the rest on its schedule shifted by the stall: a client with a
+    shorter idle timeout gives up; else a success with one long gap.
+``slow-head`` (HTTP/1.x streams)
+    the response head one byte every ``fault_slow_head_s`` (default 1 s),
+    then the role chunk and the tokens (those due meanwhile at once): a
+    late first token, or a client's timeout.
+``oversized-event`` (streams)
+    an extra content event of ``fault_event_bytes`` characters (default
+    2 MiB, past a client's usual 1 MiB limit) after ``n // 2`` token
+    events, then the rest: an event too large.
+``no-done`` (streams)
+    the stream ends cleanly (last chunk) without ``data: [DONE]``.
+``double-done`` (streams)
+    ``data: [DONE]`` twice, then the last chunk: the second one is after
+    the end of the stream.
+``close-after-response`` (HTTP/1.x requests on a kept connection)
+    a normal response whose head keeps the connection (no
+    ``Connection: close``), then FIN right after it: the client's next
+    request on that connection meets a closed connection (the stale
+    keep-alive race), and must be sent again on a new one.
+
+Over HTTP/2 the status and content faults are the same (``garbage`` ends
+with END_STREAM after its noise), the resets are RST_STREAM(INTERNAL_ERROR)
+on the request's stream only (before HEADERS, after ``n // 2`` token
+events, after ``[DONE]`` instead of END_STREAM), and ``truncated-chunk``,
+``bad-chunk-size``, ``slow-head`` and ``close-after-response`` do not
+apply.  With an HTTP/1.0 client (no chunked coding) the chunk faults do
+not apply.  A faulted request's own delays may be drawn differently (a
+reset stream draws fewer), so with random delays the others' timing may
+shift; their text does not.
+
 HTTP/2 and TLS
 --------------
 With ``http2`` (``--http2``) a cleartext connection whose first bytes are
@@ -127,6 +213,7 @@ from ._handling import ServerState
 from ._negotiate import make_ssl_context, protocol_factory
 from ._pacer import make_pacer
 from .config import H2_OPTIONS, VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
+from .faults import FaultSpec, fault_help, parse_fault
 from .oracle import DEFAULT_TOKEN_CHARS, load_oracle, parse_degrade, parse_oracle_arg
 from .timing import DIST_KINDS, Dist
 
@@ -134,6 +221,7 @@ __all__ = (
     "VOCAB",
     "Dist",
     "Eol",
+    "FaultSpec",
     "Framing",
     "LoopKind",
     "SimConfig",
@@ -145,6 +233,7 @@ __all__ = (
     "config_from_args",
     "main",
     "new_event_loop",
+    "parse_fault",
     "serve_forever",
 )
 
@@ -443,6 +532,8 @@ async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
                     answers += f", degraded to {oracle.degrade}"
             if cfg.http2:
                 answers += ", HTTP/2 and HTTP/1.1"
+            if cfg.faults:  # say so: some answers are broken on purpose
+                answers += ", faults: " + " ".join(str(spec) for spec in cfg.faults)
             print(
                 f"mlpe-fast sim: serving {cfg.model} at {server.url} "
                 f"({loop_name}, {server.timer} timer{answers})",
@@ -605,6 +696,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "first K characters",
     )
 
+    f = parser.add_argument_group(
+        "fault injection",
+        "Make completion requests fail on purpose, to test a client's handling of each "
+        "failure. Each request gets at most one fault: the first listed whose seeded draw "
+        "(--seed) hits and that can apply to it (streams only, HTTP/1.x only, ...); "
+        "/v1/models and /health never get one.",
+    )
+    f.add_argument(
+        "--fault",
+        action="append",
+        default=None,
+        metavar="NAME[=FRACTION][@FROM-TO]",
+        help="inject fault NAME into a FRACTION (default 1) of the completion requests, "
+        "optionally only those arriving FROM to TO seconds after the start (FROM- and -TO "
+        "leave a bound open); repeatable. The faults: " + fault_help(),
+    )
+    f.add_argument(
+        "--fault-stall-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"how long the stall fault pauses a stream (default {d.fault_stall_s:g})",
+    )
+    f.add_argument(
+        "--fault-slow-head-s",
+        type=float,
+        default=None,
+        metavar="S",
+        help=f"the slow-head fault's delay per byte of the head (default {d.fault_slow_head_s:g})",
+    )
+    f.add_argument(
+        "--fault-event-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="characters of the oversized-event fault's content string "
+        f"(default {d.fault_event_bytes}, 2 MiB)",
+    )
+
 
 def config_from_args(ns: argparse.Namespace) -> SimConfig:
     """The :class:`SimConfig` for flags added by :func:`add_arguments`.
@@ -642,6 +772,8 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         if given:
             raise ValueError(f"{', '.join(given)} without --oracle")
     _check_http2_flags(ns)
+    faults = _fault_flags(ns)
+    d = SimConfig()
 
     return SimConfig(
         host=ns.host,
@@ -675,7 +807,46 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         h2_reset_every=ns.h2_reset_every,
         h2_reset_after_tokens=ns.h2_reset_after_tokens,
         h2_goaway_after=ns.h2_goaway_after,
+        faults=faults,
+        fault_stall_s=_given(ns.fault_stall_s, d.fault_stall_s),
+        fault_slow_head_s=_given(ns.fault_slow_head_s, d.fault_slow_head_s),
+        fault_event_bytes=int(_given(ns.fault_event_bytes, d.fault_event_bytes)),
     )
+
+
+def _given(value: float | None, default: float) -> float:
+    return default if value is None else value
+
+
+def _fault_options(ns: argparse.Namespace) -> dict[str, float | int | None]:
+    """The fault tuning flags given, by :class:`SimConfig` field (None: not given)."""
+    return {
+        "fault_stall_s": ns.fault_stall_s,
+        "fault_slow_head_s": ns.fault_slow_head_s,
+        "fault_event_bytes": ns.fault_event_bytes,
+    }
+
+
+def _fault_flags(ns: argparse.Namespace) -> tuple[FaultSpec, ...]:
+    """The ``--fault`` specs, after checking the fault flags.
+
+    Raises:
+        ValueError: the first mistake, in the flags' own names.
+    """
+    faults = tuple(parse_fault(text) for text in ns.fault or ())
+    options = _fault_options(ns)
+    given = ["--" + name.replace("_", "-") for name, value in options.items() if value is not None]
+    if given and not faults:
+        raise ValueError(f"{', '.join(given)} without --fault")
+    for name in ("fault_stall_s", "fault_slow_head_s"):
+        value = options[name]
+        if value is not None and not 0.0 <= value < math.inf:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"{flag} must be a finite number of seconds >= 0, not {value}")
+    size = options["fault_event_bytes"]
+    if size is not None and size < 1:
+        raise ValueError(f"--fault-event-bytes must be >= 1, not {size}")
+    return faults
 
 
 def _check_http2_flags(ns: argparse.Namespace) -> None:

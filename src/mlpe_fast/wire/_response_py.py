@@ -348,6 +348,8 @@ class ResponseDecoder:
             self._trailers = event.trailers
 
     def _message_done(self, keep_alive: bool, t_ns: int, out: list[ResponseEvent]) -> None:
+        if self._kind == _SSE and self._events == 0:  # R10
+            self._fail(error_from_code(ErrorCode.NO_EVENTS, self._body_offset))
         self._complete = True
         self._keep_alive = keep_alive
         if self._kind == _JSON:
