@@ -6,7 +6,8 @@
 #   make debug         the same with -O0 -g and assertions (MLPE_FAST_DEBUG)
 #   make test          the whole suite (wire tests run on the core and the twins)
 #   make test-py       the suite on the pure-Python twins only
-#   make test-asan     tests/unit against an ASan+UBSan build (Linux, gcc)
+#   make test-asan     tests/unit and the endpoint-fault tests against an ASan+UBSan
+#                      build (Linux, gcc)
 #   make fuzz          every C decoder for FUZZ_SECONDS each, gcc + ASan/UBSan
 #   make fuzz-libfuzzer  the same drivers under libFuzzer (needs clang)
 #   make typecheck     mypy (strict; configuration in pyproject.toml)
@@ -76,7 +77,8 @@ test-asan:
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:strict_string_checks=1 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	PYTHONMALLOC=malloc LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(ASAN_LIB) \
-		$(PYTEST) tests/unit -p no:cacheprovider
+		$(PYTEST) tests/unit tests/integration/test_faults.py tests/integration/test_client_h2.py \
+			-p no:cacheprovider
 
 # --- fuzzing ---------------------------------------------------------------
 #

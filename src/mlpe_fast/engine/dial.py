@@ -120,32 +120,11 @@ async def dial(
     deadline = loop.time() + timeout
     if endpoint.tls is None:
         http2 = endpoint.http2
-        try:
-            _, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: make_protocol(http2), endpoint.host, endpoint.port),
-                timeout,
-            )
-        except asyncio.TimeoutError:
-            raise DialError(
-                "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
-            ) from None
-        except OSError as error:
-            reason = error.strerror or str(error)
-            raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+        _, protocol = await _connect(endpoint, lambda: make_protocol(http2), timeout)
         return Dialed(protocol, http2, monotonic_ns() - t_start, 0)
 
     holder = _Handshaking()
-    try:
-        transport, _ = await asyncio.wait_for(
-            loop.create_connection(lambda: holder, endpoint.host, endpoint.port), timeout
-        )
-    except asyncio.TimeoutError:
-        raise DialError(
-            "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
-        ) from None
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+    transport, _ = await _connect(endpoint, lambda: holder, timeout)
     t_connected = monotonic_ns()
     _nodelay(transport)
     try:
@@ -193,6 +172,25 @@ async def dial(
     for data in holder.early:  # bytes that came before the switch
         _deliver(protocol, data)
     return Dialed(protocol, http2, t_connected - t_start, t_secured - t_connected)
+
+
+async def _connect(
+    endpoint: Endpoint, factory: Callable[[], Any], timeout: float
+) -> tuple[asyncio.Transport, Any]:
+    """The TCP connect, its failures as DialErrors."""
+    where = f"{endpoint.host}:{endpoint.port}"
+    loop = asyncio.get_running_loop()
+    try:
+        return await asyncio.wait_for(
+            loop.create_connection(factory, endpoint.host, endpoint.port), timeout
+        )
+    except asyncio.TimeoutError:
+        raise DialError(
+            "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
+        ) from None
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
 
 
 def _deliver(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
