@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -233,3 +234,45 @@ def test_a_run_with_faults_counts_every_request_once_everywhere(tmp_path: Path) 
     topics = [json.loads(line)["event_type"] for line in lines]
     assert topics.count("sample.issued") == topics.count("sample.complete") == 200
     assert topics.count("error.generic") == stats.failed
+
+
+def test_a_killed_run_keeps_what_completed_up_to_the_last_second(tmp_path: Path) -> None:
+    """SIGKILL mid-run: events.jsonl holds whole lines, among them the
+    records completed until about a second before the kill."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    report = tmp_path / "run"
+    with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "2", "--output-len", "8")) as url:
+        shared = Path(__file__).resolve().parents[3] / "shared" / "data"
+        data = shared / "datasets" / "dummy_1k.jsonl"
+        if not data.exists():
+            pytest.skip("../shared/data is not beside the checkout")
+        argv = [
+            *(sys.executable, "-m", "mlpe_fast", "run", "--no-progress", "--endpoints", url),
+            *("--model", "mlpe-sim", "--tokenizer", str(shared / "tokenizers" / "char")),
+            *("--dataset", f"{data},parser.prompt=text_input", "--max-output-tokens", "8"),
+            *("--concurrency", "8", "--duration", "60s", "--report-dir", str(report)),
+        ]
+        run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            events = report / "events.jsonl"
+            # wait until records have been flushed, then one second more
+            while time.monotonic() < deadline and b"sample.complete" not in (
+                events.read_bytes() if events.exists() else b""
+            ):
+                time.sleep(0.1)
+            time.sleep(1.5)
+            before_kill = events.read_bytes()
+            os.kill(run.pid, signal.SIGKILL)
+        finally:
+            run.wait(10)
+    text = events.read_bytes()
+    assert text.startswith(before_kill) and text.endswith(b"\n")
+    lines = [json.loads(line) for line in text.splitlines()]
+    completes = sum(1 for line in lines if line["event_type"] == "sample.complete")
+    # at ~100 responses per second, more than a second of them
+    assert completes > 50 and lines[0]["event_type"] == "session.started"
