@@ -92,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         ("check", submission.add_check_arguments, "run the official checker on a bundle"),
     ):
         adder(commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + "."))
+    # Listed for --help only: main() hands "endpoints ARGS..." over before parsing.
+    commands.add_parser(
+        "endpoints",
+        help="run the reference client (inference-endpoint) with mlpe-fast's engine as its "
+        "HTTP client; every further argument is the reference's",
+        add_help=False,
+    )
     return parser
 
 
@@ -170,6 +177,11 @@ def _loop_runner() -> Callable[[Coroutine[Any, Any, int]], int]:
 def main(argv: Sequence[str] | None = None) -> int:
     from .runner import SetupError
 
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["endpoints"]:
+        from .compat.endpoints_launcher import main as endpoints_main
+
+        return endpoints_main(arguments[1:])
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
