@@ -10,58 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
 
 from mlpe_fast.engine import Client, ClientConfigError, RequestRecord
 from mlpe_fast.sim.stream import chat_chunk, http_response, sse_event
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+from tests.integration.scripted import read_request, serve
 
 STREAM = http_response(
     [sse_event(chat_chunk(content=c)) for c in ("He", "llo")]
     + [sse_event(chat_chunk(finish_reason="stop")), sse_event(b"[DONE]")]
 )
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    return head + await reader.readexactly(length)
-
-
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    writers: list[asyncio.StreamWriter] = []
-
-    async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writers.append(writer)
-        try:
-            await handler(reader, writer)
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(tracked, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.close()
-        for writer in writers:
-            writer.close()
-        await server.wait_closed()
 
 
 async def keep_alive_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -19,8 +19,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -37,6 +36,7 @@ from mlpe_fast.compat.endpoints_client import (
 )
 from mlpe_fast.compat.endpoints_launcher import EXIT_REFUSED, SIGNATURES
 from mlpe_fast.sim.stream import chat_chunk, chat_completion, http_response, sse_event
+from tests.integration.scripted import Handler, read_request, serve
 
 HAVE_REFERENCE = importlib.util.find_spec("inference_endpoint") is not None
 needs_reference = pytest.mark.skipif(
@@ -109,23 +109,10 @@ def query(qid: str, stream: bool = True) -> Any:
     )
 
 
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 STREAM = http_response(
     [sse_event(chat_chunk(content=c)) for c in ("He", "l", "lo")]
     + [sse_event(chat_chunk(finish_reason="stop")), sse_event(b"[DONE]")]
 )
-
-
-async def read_request(reader: asyncio.StreamReader) -> bytes | None:
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return None
-    length = 0
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            length = int(line.split(b":")[1])
-    return head + await reader.readexactly(length)
 
 
 def replay(response: bytes, bodies: list[bytes] | None = None) -> Handler:
@@ -139,22 +126,9 @@ def replay(response: bytes, bodies: list[bytes] | None = None) -> Handler:
     return handler
 
 
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    async def guarded(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await handler(reader, writer)
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(guarded, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1/chat/completions"
-    finally:
-        server.close()
+def serve_chat(handler: Handler) -> Any:
+    """A scripted endpoint; yields its chat completions URL (the reference's form)."""
+    return serve(handler, "/v1/chat/completions")
 
 
 async def collect(client: EngineEndpointClient, results: int) -> list[Any]:
@@ -235,7 +209,7 @@ def test_streaming_first_chunk_then_one_result_with_engine_stamps() -> None:
     bodies: list[bytes] = []
 
     async def scenario() -> list[Any]:
-        async with serve(replay(STREAM, bodies)) as url:
+        async with serve_chat(replay(STREAM, bodies)) as url:
             client = EngineEndpointClient(
                 config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES
             )
@@ -262,7 +236,7 @@ def test_streaming_first_chunk_then_one_result_with_engine_stamps() -> None:
 
 def test_stream_all_chunks_gives_one_non_first_chunk_per_later_event() -> None:
     async def scenario() -> list[Any]:
-        async with serve(replay(STREAM)) as url:
+        async with serve_chat(replay(STREAM)) as url:
             client = EngineEndpointClient(
                 config(url, stream_all_chunks=True),
                 asyncio.get_running_loop(),
@@ -286,7 +260,7 @@ def test_non_streaming_result() -> None:
     response = http_response([body], content_type=b"application/json", transfer="length")
 
     async def scenario() -> list[Any]:
-        async with serve(replay(response)) as url:
+        async with serve_chat(replay(response)) as url:
             client = EngineEndpointClient(
                 config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES
             )
@@ -303,7 +277,7 @@ def test_http_error_status_maps_to_error_data() -> None:
     response = http_response([b"overloaded"], status=503, reason=b"Busy", transfer="length")
 
     async def scenario() -> list[Any]:
-        async with serve(replay(response)) as url:
+        async with serve_chat(replay(response)) as url:
             client = EngineEndpointClient(
                 config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES
             )
@@ -320,7 +294,7 @@ def test_http_error_status_maps_to_error_data() -> None:
 
 def test_refused_connection_gives_exactly_one_error_result_per_query() -> None:
     async def scenario() -> list[Any]:
-        async with serve(replay(STREAM)) as url:
+        async with serve_chat(replay(STREAM)) as url:
             pass  # closed: nothing listens on that port any more
         client = EngineEndpointClient(config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES)
         for i in range(5):
@@ -338,7 +312,7 @@ def test_refused_connection_gives_exactly_one_error_result_per_query() -> None:
 
 def test_one_result_per_query_and_first_chunk_before_result_under_load() -> None:
     async def scenario() -> list[Any]:
-        async with serve(replay(STREAM)) as url:
+        async with serve_chat(replay(STREAM)) as url:
             client = EngineEndpointClient(
                 config(url, max_connections=4), asyncio.get_running_loop(), types=STAND_IN_TYPES
             )
@@ -368,7 +342,7 @@ def test_issue_never_raises_an_encoding_failure_becomes_an_error_result() -> Non
             raise ValueError("cannot encode")
 
     async def scenario() -> list[Any]:
-        async with serve(replay(STREAM)) as url:
+        async with serve_chat(replay(STREAM)) as url:
             cfg = config(url)
             cfg.adapter = Broken
             client = EngineEndpointClient(cfg, asyncio.get_running_loop(), types=STAND_IN_TYPES)
@@ -482,7 +456,7 @@ def test_with_the_reference_types_and_adapter() -> None:
     bodies: list[bytes] = []
 
     async def scenario() -> tuple[list[Any], Any, bytes]:
-        async with serve(replay(STREAM, bodies)) as url:
+        async with serve_chat(replay(STREAM, bodies)) as url:
             cfg = HTTPClientConfig(endpoint_urls=[url], num_workers=1)
             client = await EngineEndpointClient.create(cfg, asyncio.get_running_loop())
             q = Query(
