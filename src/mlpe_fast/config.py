@@ -63,6 +63,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .engine.client import REDACTED
 from .errors import UsageError
 from .load.dataset import DATASET_FORMATS, DatasetSpec, accuracy_config, parse_dataset_arg
 from .load.salt import default_salt_seed
@@ -105,9 +106,6 @@ SEED_SET_A_MODEL = 9315206023656308754
 WARMUP_DATASET_PASS = -1
 """``warmup_requests`` value for "warmup issues the dataset once" (the
 reference's ``settings.warmup`` with ``enabled: true`` and no ``n_requests``)."""
-
-REDACTED = "<redacted>"
-"""What a written config.yaml holds instead of a secret (spec §3.1)."""
 
 
 class Timeouts(msgspec.Struct, frozen=True, kw_only=True):

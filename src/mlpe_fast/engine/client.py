@@ -51,8 +51,9 @@ COMPLETIONS_PATH = "/v1/completions"
 
 _encode = msgspec.json.Encoder().encode
 
-# What an API key is replaced with in error messages (as in config.yaml).
 REDACTED = "<redacted>"
+"""What stands for a secret (the API key) in error messages and in a written
+config.yaml (spec §3.1): the key is never written."""
 
 
 class ClientConfigError(MlpeError, ValueError):
@@ -150,8 +151,6 @@ class Client:
         self._framing = RequestFraming(
             parts.scheme, self.host, port, parts.path.rstrip("/"), api_key=api_key, headers=headers
         )
-        # Over HTTP/1.1 only, the request is framed once at issue.
-        self._frame_at_issue = not http2
         self._idle_timeout_ns = None if idle_timeout is None else int(idle_timeout * 1e9)
         self._total_timeout_ns = None if total_timeout is None else int(total_timeout * 1e9)
         self._connect_timeout = connect_timeout
@@ -273,7 +272,8 @@ class Client:
         exchange = Exchange(
             body,
             path,
-            self._framing.h1(body, path) if self._frame_at_issue else None,
+            # HTTP/1.1 for certain: framed once, here (else by the connection)
+            None if self.http2 else self._framing.h1(body, path),
             self._done_callback(on_done),
             on_first,
             sample_index,

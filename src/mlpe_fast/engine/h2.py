@@ -92,7 +92,6 @@ class _Stream:
         "exchange",
         "registered",
         "stream_id",
-        "t_issue",
     )
 
     def __init__(self, connection: H2Connection, stream_id: int, exchange: Exchange) -> None:
@@ -103,7 +102,10 @@ class _Stream:
         self.body_sent = 0
         self.registered = False
         self.done_at = 0  # the stamp of the read that completed the response
-        self.t_issue = 0
+
+    @property
+    def t_issue(self) -> int:
+        return self.exchange.t_issue
 
     @property
     def last_read_ns(self) -> int:
@@ -192,7 +194,7 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
         headers = self.pool.framing.h2(exchange.path, len(body))
         t_write = monotonic_ns()
         # The first request on a new connection began with the connect.
-        exchange.t_issue = stream.t_issue = exchange.t_opened or t_write
+        exchange.t_issue = exchange.t_opened or t_write
         exchange.t_opened = 0
         state.send_headers(stream_id, headers, end_stream=not body)
         if body:
@@ -329,18 +331,21 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
         if stream.registered:
             self.unregister(stream.stream_id)
             stream.registered = False
-        if self._ended_after_done(stream, t_ns):
+        summary = stream.decoder.summary()
+        if self._ended_after_done(stream, t_ns, summary):
             return
-        if code == ErrorCodes.REFUSED_STREAM and stream.decoder.summary().status == 0:
+        if code == ErrorCodes.REFUSED_STREAM and summary.status == 0:
             self._retry(stream, t_ns, "StreamRefused", "the endpoint refused the stream")
             return
         name = code.name if isinstance(code, ErrorCodes) else str(code)
         self._fail(stream, t_ns, "StreamReset", f"the endpoint reset the stream ({name})")
 
-    def _ended_after_done(self, stream: _Stream, t_ns: int) -> bool:
+    def _ended_after_done(
+        self, stream: _Stream, t_ns: int, summary: ResponseSummary | None = None
+    ) -> bool:
         """A stream cut after its ``[DONE]`` is complete, as over HTTP/1.1
         (rule R4 of ``csrc/mlpe_response.h``): only its END_STREAM is missing."""
-        if not stream.decoder.summary().done:
+        if not (summary or stream.decoder.summary()).done:
             return False
         try:
             stream.decoder.end_body(t_ns)
