@@ -54,6 +54,8 @@ NATIVE_MODULES: dict[str, list[str]] = {
         "csrc/mlpe_sse.c",
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
+        "csrc/mlpe_rxstamp.c",
+        "csrc/mlpe_rxthread.c",
     ],
     # The de-framer feeds the streams' decoders in C, so it links the
     # response units too.
@@ -87,6 +89,11 @@ def _extensions() -> list[Extension]:
             compile_args += ["-O0", "-g3", "-UNDEBUG"]
         else:
             compile_args += ["-O3"]
+        if sys.platform.startswith("linux"):
+            # The receive thread (csrc/mlpe_rxthread.c); older glibc keeps
+            # pthreads out of libc.
+            compile_args += ["-pthread"]
+            link_args += ["-pthread"]
         if SANITIZE:
             san = [
                 "-fsanitize=address,undefined",

@@ -94,6 +94,7 @@ logger = logging.getLogger(__name__)
 
 LoadPattern = Literal["concurrency", "offline", "poisson"]
 Mode = Literal["perf", "acc", "both"]
+ReceiveStamps = Literal["kernel", "read"]
 OfflineKind = Literal["dedicated", "elected", "none"]
 ApiType = Literal["openai", "openai-completions"]
 Streaming = Literal["auto", "on", "off"]
@@ -231,6 +232,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             (YAML ``mlpe_fast.ca_bundle``); None: the system's.
         insecure: skip TLS certificate verification (YAML
             ``settings.client.insecure``, as in the reference).
+        receive_stamps: "kernel" stamps cleartext HTTP/1.1 reads with the
+            kernel's arrival stamps where it gives them (Linux); "read"
+            stamps every read as it is read (YAML
+            ``mlpe_fast.receive_stamps``).
     """
 
     endpoints: tuple[str, ...] = ()
@@ -267,6 +272,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     http2: bool = False
     ca_bundle: str | None = None
     insecure: bool = False
+    receive_stamps: ReceiveStamps = "kernel"
 
     @property
     def stream(self) -> bool:
@@ -394,6 +400,7 @@ _SCHEMA: _Schema = {
         "salt_random_seed": "seed.salt",
         "http2": "http2",
         "ca_bundle": "ca_bundle",
+        "receive_stamps": "receive_stamps",
         "timeouts": {
             "connect_s": "timeout.connect",
             "idle_s": "timeout.idle",
@@ -567,6 +574,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "http2": ("http2", "--http2"),
     "ca_bundle": ("ca_bundle", "--ca-bundle"),
     "insecure": ("insecure", "--insecure"),
+    "receive_stamps": ("receive_stamps", "--receive-stamps"),
 }
 
 
@@ -617,6 +625,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         help="do not verify the https:// endpoint's certificate",
+    )
+    p.add_argument(
+        "--receive-stamps",
+        metavar="SOURCE",
+        help="kernel (default: the kernel's arrival stamp of each read, where Linux "
+        "gives it) or read (stamp reads as the client reads them)",
     )
 
     p = parser.add_argument_group("data")
@@ -936,7 +950,15 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         http2=bool(_opt(get("http2"), _bool)),
         ca_bundle=_ca_bundle(get("ca_bundle")),
         insecure=bool(_opt(get("insecure"), _bool)),
+        receive_stamps=_receive_stamps(get("receive_stamps")),
     )
+
+
+def _receive_stamps(found: tuple[Any, str] | None) -> ReceiveStamps:
+    if found is None:
+        return "kernel"
+    stamps: ReceiveStamps = _choice(found, {"kernel": "kernel", "read": "read"}, {})
+    return stamps
 
 
 def _where(fields: _Fields, field: str, default: str) -> str:

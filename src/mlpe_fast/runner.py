@@ -233,6 +233,7 @@ async def run_point(
             http2=config.http2,
             ca_bundle=config.ca_bundle,
             insecure=config.insecure,
+            kernel_stamps=config.receive_stamps == "kernel",
         )
     except ClientConfigError as error:
         raise UsageError(str(error)) from None
@@ -290,6 +291,8 @@ async def run_point(
                 "tls_ns_total": client.tls_ns_total,
                 "http2_connections": client.http2_connections,
             }
+            arrival_clock = client.arrival_clock
+            kernel_connections = client.kernel_stamped_connections
         counts = await _count(counter, stop)
     finally:
         stop.uninstall()
@@ -302,7 +305,15 @@ async def run_point(
     state = "interrupted" if stop.requested else "complete"
     stats = point_stats(records, counts, tracking_start_ns=tracking_start)
     audit = audit_records(
-        records, lags, cpu_ns, connections, connect_ns, cpu_system_ns, **tls_setup
+        records,
+        lags,
+        cpu_ns,
+        connections,
+        connect_ns,
+        cpu_system_ns,
+        **tls_setup,
+        arrival_clock=arrival_clock,
+        kernel_stamped_connections=kernel_connections,
     )
     accuracy_lines = _accuracy_lines(config, entries)
     table = render(stats, audit.as_rows(), title=_title(config))

@@ -45,6 +45,7 @@ needs_reference = pytest.mark.skipif(
     "(package inference-endpoint 0.1.0, Python >= 3.12) is not importable",
 )
 SRC = str(Path(__file__).resolve().parents[2] / "src")
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 # -- stand-ins shaped as the reference's core.types (dropin-seam.md section 4) --
@@ -55,10 +56,37 @@ class ErrorData(msgspec.Struct, frozen=True):
     error_message: str
 
 
+def merge_tool_calls(tool_calls: Any) -> Any:
+    """The reference's ``core.types.merge_tool_calls`` (ea332753), verbatim in effect."""
+    if not tool_calls:
+        return None
+    if not isinstance(tool_calls[0], list | tuple):
+        return tool_calls
+    merged: dict[int, dict[str, Any]] = {}
+    for chunk in tool_calls:
+        for partial in chunk:
+            idx = partial.get("index", 0)
+            call = merged.setdefault(idx, {"type": "function", "function": {"arguments": ""}})
+            if partial.get("id"):
+                call["id"] = partial["id"]
+            if partial.get("type"):
+                call["type"] = partial["type"]
+            fn = partial.get("function") or {}
+            if fn.get("name"):
+                call["function"]["name"] = fn["name"]
+            if fn.get("arguments"):
+                call["function"]["arguments"] += fn["arguments"]
+    return tuple(merged[i] for i in sorted(merged))
+
+
 class TextModelOutput(msgspec.Struct, frozen=True):
     output: Any
     reasoning: Any = None
     tool_calls: Any = None
+
+    def as_message_parts(self) -> tuple[str, Any, Any]:
+        content = self.output if isinstance(self.output, str) else "".join(self.output)
+        return content, self.reasoning, merge_tool_calls(self.tool_calls)
 
 
 class StreamChunk(msgspec.Struct, frozen=True):
@@ -92,7 +120,13 @@ class Adapter:
         return msgspec.json.encode({"model": "m", **query.data})
 
 
-def config(url: str, *, stream_all_chunks: bool = False, max_connections: int = -1) -> Any:
+def config(
+    url: str,
+    *,
+    stream_all_chunks: bool = False,
+    max_connections: int = -1,
+    warmup_connections: int = 0,
+) -> Any:
     return SimpleNamespace(
         endpoint_urls=[url],
         api_key=None,
@@ -100,12 +134,17 @@ def config(url: str, *, stream_all_chunks: bool = False, max_connections: int = 
         stream_all_chunks=stream_all_chunks,
         max_connections=max_connections,
         insecure=False,
+        warmup_connections=warmup_connections,
+        max_concurrent_warmup_connects=128,
+        min_required_connections=0,
     )
 
 
-def query(qid: str, stream: bool = True) -> Any:
+def query(qid: str, stream: bool = True, headers: dict[str, str] | None = None) -> Any:
     return SimpleNamespace(
-        id=qid, data={"messages": [{"role": "user", "content": "hi"}], "stream": stream}, headers={}
+        id=qid,
+        data={"messages": [{"role": "user", "content": "hi"}], "stream": stream},
+        headers=headers or {},
     )
 
 
@@ -115,11 +154,24 @@ STREAM = http_response(
 )
 
 
-def replay(response: bytes, bodies: list[bytes] | None = None) -> Handler:
+def replay(
+    response: bytes,
+    bodies: list[bytes] | None = None,
+    heads: list[bytes] | None = None,
+    connections: list[int] | None = None,
+) -> Handler:
+    """Answers every request with ``response``; records bodies, heads, and
+    one entry per accepted connection."""
+
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if connections is not None:
+            connections.append(1)
         while (request := await read_request(reader)) is not None:
+            head, body = request.split(b"\r\n\r\n", 1)
             if bodies is not None:
-                bodies.append(request.split(b"\r\n\r\n", 1)[1])
+                bodies.append(body)
+            if heads is not None:
+                heads.append(head)
             writer.write(response)
             await writer.drain()
 
@@ -355,6 +407,311 @@ def test_issue_never_raises_an_encoding_failure_becomes_an_error_result() -> Non
     assert result.error.error_type == "ValueError"
 
 
+# -- tool calls ------------------------------------------------------------------
+
+WEATHER = {"index": 0, "id": "call_1", "type": "function",
+           "function": {"name": "get_weather", "arguments": ""}}  # fmt: skip
+TOOL_EVENTS = [
+    chat_chunk(role="assistant", content=""),  # a role-only delta: not content-bearing
+    chat_chunk(tool_calls=[WEATHER]),
+    chat_chunk(tool_calls=[{"index": 0, "function": {"arguments": '{"city":'}}]),
+    chat_chunk(tool_calls=[{"index": 0, "function": {"arguments": ' "Paris"}'}}]),
+    chat_chunk(finish_reason="tool_calls"),
+]
+TIME = {"index": 1, "id": "call_2", "type": "function",
+        "function": {"name": "get_time", "arguments": "{}"}}  # fmt: skip
+MIXED_EVENTS = [
+    chat_chunk(content="Let me"),
+    chat_chunk(content=" check."),
+    chat_chunk(tool_calls=[WEATHER]),
+    chat_chunk(tool_calls=[{"index": 0, "function": {"arguments": '{"city": "Oslo"}'}}]),
+    chat_chunk(tool_calls=[TIME]),
+    chat_chunk(finish_reason="tool_calls"),
+]
+
+
+def sse_stream(events: list[bytes]) -> bytes:
+    return http_response([sse_event(e) for e in events] + [sse_event(b"[DONE]")])
+
+
+def tool_result(events: list[bytes], stream_all_chunks: bool = False) -> list[Any]:
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(sse_stream(events))) as url:
+            client = EngineEndpointClient(
+                config(url, stream_all_chunks=stream_all_chunks),
+                asyncio.get_running_loop(),
+                types=STAND_IN_TYPES,
+            )
+            client.issue(query("t1"))
+            items = await collect(client, 1)
+            await client.shutdown_async()
+            return items
+
+    return run(scenario())  # type: ignore[no-any-return]
+
+
+def test_a_pure_tool_call_response_fires_the_first_chunk_and_carries_the_calls() -> None:
+    first, result = tool_result(TOOL_EVENTS)
+    assert isinstance(first, StreamChunk) and first.metadata == {"first_chunk": True}
+    output = result.response_output
+    assert output.output in ((), [])
+    merged = merge_tool_calls(output.tool_calls)
+    assert merged == (
+        {"type": "function", "id": "call_1",
+         "function": {"arguments": '{"city": "Paris"}', "name": "get_weather"}},
+    )  # fmt: skip
+    assert result.metadata["tool_calls"] == list(merged)
+    assert result.metadata["finish_reason"] == "tool_calls"
+    assert result.metadata["first_chunk"] is False
+    # The reference drops the first chunk of a tool-call-first response for
+    # its TPOT count: what is left is what came after the first event.
+    assert merge_tool_calls(output.tool_calls[1:]) == (
+        {"type": "function", "function": {"arguments": '{"city": "Paris"}'}},
+    )
+    # RECV_FIRST is the tool-call event's stamp
+    t_first = EngineEndpointClient.stamps.take("t1")
+    assert t_first is not None and t_first <= result.completed_at
+
+
+def test_content_then_tool_calls_keeps_both() -> None:
+    first, result = tool_result(MIXED_EVENTS)
+    assert first.metadata == {"first_chunk": True}
+    output = result.response_output
+    assert list(output.output) == ["Let me", " check."]
+    assert [call["function"]["name"] for call in result.metadata["tool_calls"]] == [
+        "get_weather",
+        "get_time",
+    ]
+    assert result.metadata["tool_calls"][1]["id"] == "call_2"
+    assert result.metadata["tool_calls"][0]["function"]["arguments"] == '{"city": "Oslo"}'
+
+
+def test_non_streaming_tool_calls_as_the_reference_adapter_keeps_them() -> None:
+    call = {"id": "call_9", "type": "function",
+            "function": {"name": "lookup", "arguments": '{"q": 1}'}}  # fmt: skip
+    doc = {
+        "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+    }  # fmt: skip
+    response = http_response(
+        [msgspec.json.encode(doc)], content_type=b"application/json", transfer="length"
+    )
+
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(response)) as url:
+            client = EngineEndpointClient(
+                config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES
+            )
+            client.issue(query("n2", stream=False))
+            items = await collect(client, 1)
+            await client.shutdown_async()
+            return items
+
+    (result,) = run(scenario())
+    assert result.error is None
+    assert result.response_output.output == ""
+    assert result.response_output.tool_calls == (call,)
+    assert result.metadata == {"finish_reason": "tool_calls", "tool_calls": [call]}
+
+
+# -- per-query headers ---------------------------------------------------------
+
+
+def test_query_headers_go_on_that_request_only() -> None:
+    heads: list[bytes] = []
+
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(STREAM, heads=heads)) as url:
+            client = EngineEndpointClient(
+                config(url, max_connections=1), asyncio.get_running_loop(), types=STAND_IN_TYPES
+            )
+            client.issue(query("h1", headers={"X-Session-Id": "conv-7", "x-turn": "2"}))
+            items = await collect(client, 1)
+            client.issue(query("h2"))
+            items += await collect(client, 1)
+            await client.shutdown_async()
+            return items
+
+    run(scenario())
+    with_headers, without = (head.split(b"\r\n") for head in heads)
+    assert with_headers[0] == b"POST /v1/chat/completions HTTP/1.1"
+    # after the client's own fields, before Content-Length (the reference's place)
+    assert with_headers[-3:-1] == [b"X-Session-Id: conv-7", b"x-turn: 2"]
+    assert with_headers[-1].startswith(b"Content-Length: ")
+    assert not any(b"conv-7" in line or b"x-turn" in line for line in without)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Evil": "a\r\nHost: other"}, {"Content-Length": "1"}, {"bad name": "v"}],
+)
+def test_a_header_that_cannot_be_sent_is_an_error_result_and_nothing_is_sent(
+    headers: dict[str, str],
+) -> None:
+    heads: list[bytes] = []
+
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(STREAM, heads=heads)) as url:
+            client = EngineEndpointClient(
+                config(url), asyncio.get_running_loop(), types=STAND_IN_TYPES
+            )
+            client.issue(query("bad", headers=headers))
+            items = await collect(client, 1)
+            await client.shutdown_async()
+            return items
+
+    (result,) = run(scenario())
+    assert result.error.error_type == "ClientConfigError"
+    assert "header" in result.error.error_message
+    assert heads == []
+
+
+def test_request_targets_frame_their_own_fields_for_both_protocols() -> None:
+    from mlpe_fast.engine.framing import RequestFraming
+
+    framing = RequestFraming("http", "h", 8000, "/p", api_key="k")
+    target = framing.target("/v1/chat/completions", {"X-Session-Id": "c1"})
+    assert target == "/v1/chat/completions"  # the path, everywhere else
+    assert framing.target("/v1/chat/completions", {}) is not target  # no fields: the path
+    own = framing.h1(b"{}", target)
+    plain = framing.h1(b"{}", "/v1/chat/completions")
+    assert own == plain.replace(b"Content-Length", b"X-Session-Id: c1\r\nContent-Length")
+    assert framing.h1(b"{}", "/v1/chat/completions") == plain  # the cache is untouched
+    fields = framing.h2(target, 2)
+    assert fields == [*framing.h2("/v1/chat/completions", 2)[:-1],
+                      (b"x-session-id", b"c1"), (b"content-length", b"2")]  # fmt: skip
+    with pytest.raises(ValueError, match="set by the client"):
+        framing.target("/x", {"host": "other"})
+
+
+def test_per_request_headers_over_http2() -> None:
+    from mlpe_fast.engine import Client, ClientConfigError
+    from mlpe_fast.sim.config import SimConfig
+    from mlpe_fast.sim.server import SimServer
+
+    async def scenario(port: int) -> Any:
+        async with Client(f"http://127.0.0.1:{port}", http2=True) as client:
+            body = {"model": "mlpe-sim", "messages": [{"role": "user", "content": "hi"}],
+                    "stream": True, "max_completion_tokens": 4}  # fmt: skip
+            record = await client.request(body, headers={"X-Session-Id": "conv-1"})
+            with pytest.raises(ClientConfigError):
+                client.issue(body, lambda _r: None, headers={"connection": "close"})
+            return record, client.http2_connections
+
+    with SimServer.start_in_thread(SimConfig(http2=True)) as server:
+        record, h2 = run(scenario(server.port))
+    assert h2 == 1
+    assert record.ok, record.error_message
+    assert record.response.content
+
+
+# -- warm-up connections ---------------------------------------------------------
+
+
+def warmed(cfg_options: dict[str, Any], queries: int = 0) -> tuple[int, int, int]:
+    """(warm_up's count, connections accepted before any query, after ``queries``)."""
+    connections: list[int] = []
+
+    async def scenario() -> tuple[int, int, int]:
+        async with serve_chat(replay(STREAM, connections=connections)) as url:
+            client = await create_with_stand_ins(config(url, **cfg_options))
+            await asyncio.sleep(0.05)  # let the server's accept callbacks run
+            before = len(connections)
+            for i in range(queries):  # one at a time: each finds a warm connection
+                client.issue(query(f"w{i}"))
+                await collect(client, 1)
+            await client.shutdown_async()
+            return client.warmed, before, len(connections)
+
+    return run(scenario())  # type: ignore[no-any-return]
+
+
+async def create_with_stand_ins(cfg: Any) -> Any:
+    client = EngineEndpointClient(cfg, asyncio.get_running_loop(), types=STAND_IN_TYPES)
+    client.warmed = await client.warm_up()  # type: ignore[attr-defined]
+    return client
+
+
+def test_warmup_connections_are_open_before_the_first_query() -> None:
+    count, before, after = warmed({"warmup_connections": 3, "max_connections": 8}, queries=3)
+    assert (count, before, after) == (3, 3, 3)
+
+
+def test_warmup_auto_is_half_the_pool_and_zero_is_none() -> None:
+    assert warmed({"warmup_connections": -1, "max_connections": 8})[:2] == (4, 4)
+    assert warmed({"warmup_connections": 0, "max_connections": 8})[:2] == (0, 0)
+
+
+def test_warmup_beyond_max_connections_or_unreachable_is_a_clear_error() -> None:
+    async def too_many() -> None:
+        async with serve_chat(replay(STREAM)) as url:
+            await create_with_stand_ins(config(url, warmup_connections=9, max_connections=8))
+
+    with pytest.raises(ValueError, match="exceeds --max-connections"):
+        run(too_many())
+
+    async def unreachable() -> None:
+        async with serve_chat(replay(STREAM)) as url:
+            pass
+        await create_with_stand_ins(config(url, warmup_connections=2))
+
+    with pytest.raises(ConnectionError, match="0/2 connections"):
+        run(unreachable())
+
+
+def test_engine_warm_up_over_both_protocols_and_the_cap() -> None:
+    """Client.warm_up: the warmed connections serve the next requests (no
+    new connect), never more than max_connections, over HTTP/1.1 and HTTP/2."""
+    from mlpe_fast.engine import Client
+    from mlpe_fast.sim.config import SimConfig
+    from mlpe_fast.sim.server import SimServer
+
+    body = {"model": "mlpe-sim", "messages": [{"role": "user", "content": "hi"}],
+            "stream": True, "max_completion_tokens": 4}  # fmt: skip
+
+    async def scenario(port: int, http2: bool) -> tuple[int, int, bool]:
+        url = f"http://127.0.0.1:{port}"
+        async with Client(url, http2=http2, max_connections=3) as client:
+            warmed = await client.warm_up(5, concurrency=2)
+            records = [await client.request(body) for _ in range(3)]
+            return warmed, client.connections_opened, all(r.ok for r in records)
+
+    with SimServer.start_in_thread(SimConfig(http2=True)) as server:
+        assert run(scenario(server.port, http2=False)) == (3, 3, True)
+        assert run(scenario(server.port, http2=True)) == (3, 3, True)
+
+
+# -- the probe command's usage: a loop of its own --------------------------------
+
+
+def test_own_loop_mode_serves_a_synchronous_caller() -> None:
+    """probe: ``HTTPEndpointClient(config)``, ``issue`` from the caller's
+    thread, ``recv`` run on ``client.loop``, ``shutdown()`` to finish."""
+
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(STREAM)) as url:
+            client = await asyncio.to_thread(
+                EngineEndpointClient, config(url), None, types=STAND_IN_TYPES
+            )
+            assert client.loop is not asyncio.get_running_loop()
+            for i in range(3):
+                client.issue(query(f"p{i}", stream=False))
+            results = []
+            while len(results) < 3:
+                future = asyncio.run_coroutine_threadsafe(client.recv(), client.loop)
+                item = await asyncio.wait_for(asyncio.wrap_future(future), 5)
+                if isinstance(item, QueryResult):
+                    results.append(item)
+            await asyncio.to_thread(client.shutdown)
+            assert client.loop.is_closed()
+            return results
+
+    results = run(scenario())
+    assert sorted(r.id for r in results) == ["p0", "p1", "p2"]
+    assert all(r.error is None for r in results)
+
+
 # -- the launcher without the reference ----------------------------------------
 
 
@@ -411,8 +768,11 @@ def test_cli_passes_every_argument_through_untouched(monkeypatch: pytest.MonkeyP
 def test_reference_seam_matches_what_the_launcher_patches() -> None:
     from mlpe_fast.compat.endpoints_launcher import check_reference
 
-    execute = check_reference()
+    execute, probe = check_reference()
     ref = execute.HTTPEndpointClient
+    assert probe.HTTPEndpointClient is ref
+    ours_init = list(inspect.signature(EngineEndpointClient.__init__).parameters)
+    assert ours_init[:3] == list(inspect.signature(ref.__init__).parameters)  # probe's form
     for name in ("create", "issue", "recv", "poll", "drain", "shutdown", "shutdown_async"):
         theirs = inspect.signature(getattr(ref, name))
         ours = inspect.signature(getattr(EngineEndpointClient, name))
@@ -430,14 +790,18 @@ def test_install_patches_only_when_asked() -> None:
     from mlpe_fast.compat.endpoints_launcher import check_reference, install
 
     execute = importlib.import_module("inference_endpoint.commands.benchmark.execute")
+    probe = importlib.import_module("inference_endpoint.commands.probe")
     original_client, original_session = execute.HTTPEndpointClient, execute.BenchmarkSession
     assert original_client is not EngineEndpointClient
+    assert probe.HTTPEndpointClient is original_client
     try:
-        install(check_reference())
+        install(*check_reference())
         assert execute.HTTPEndpointClient is EngineEndpointClient
+        assert probe.HTTPEndpointClient is EngineEndpointClient
         assert issubclass(execute.BenchmarkSession, original_session)
     finally:
         execute.HTTPEndpointClient, execute.BenchmarkSession = original_client, original_session
+        probe.HTTPEndpointClient = original_client
 
 
 @needs_reference
@@ -489,6 +853,115 @@ def test_launcher_hands_over_to_the_reference_cli() -> None:
     bad = _python("-m", "mlpe_fast", "endpoints", "no-such-command")
     assert bad.returncode != 0
     assert "refused" not in bad.stderr
+
+
+def reference_accumulate(events: list[bytes]) -> Any:
+    """The reference's own streaming result for ``events``: its adapter's
+    SSE decoding into its accumulator, as its worker does."""
+    from inference_endpoint.endpoint_client.config import HTTPClientConfig
+
+    cfg = HTTPClientConfig(endpoint_urls=["http://127.0.0.1:1/v1/chat/completions"], num_workers=1)
+    accumulator = cfg.accumulator("r1", False)
+    chunks = [accumulator.add_chunk(cfg.adapter.decode_sse_message(e)) for e in events]
+    return [c for c in chunks if c is not None], accumulator.get_final_output()
+
+
+@needs_reference
+@pytest.mark.parametrize("events", [TOOL_EVENTS, MIXED_EVENTS], ids=["tool-first", "content-first"])
+def test_tool_call_results_match_the_reference_accumulator(events: list[bytes]) -> None:
+    from inference_endpoint.core.types import Query
+    from inference_endpoint.core.types import StreamChunk as RefChunk
+    from inference_endpoint.endpoint_client.config import HTTPClientConfig
+
+    async def scenario() -> list[Any]:
+        async with serve_chat(replay(sse_stream(events))) as url:
+            cfg = HTTPClientConfig(endpoint_urls=[url], num_workers=1, warmup_connections=0)
+            client = await EngineEndpointClient.create(cfg, asyncio.get_running_loop())
+            client.issue(Query(id="r1", data={"prompt": "hi", "model": "m", "stream": True}))
+            items = [await asyncio.wait_for(client.recv(), 5) for _ in range(2)]
+            await client.shutdown_async()
+            return items
+
+    first, ours = run(scenario())
+    their_chunks, theirs = reference_accumulate(events)
+    assert isinstance(first, RefChunk) and first.metadata == their_chunks[0].metadata
+    a, b = ours.response_output, theirs.response_output
+    assert a.output == b.output and a.reasoning == b.reasoning
+    assert a.as_message_parts() == b.as_message_parts()
+    assert a.text_after_first_chunk() == b.text_after_first_chunk()  # the TPOT count
+    assert a.as_message_parts_after_first_chunk() == b.as_message_parts_after_first_chunk()
+    assert str(a) == str(b)  # what accuracy scoring reads
+    assert ours.metadata == theirs.metadata
+
+
+@needs_reference
+def test_query_headers_with_the_reference_query() -> None:
+    from inference_endpoint.core.types import Query, QueryResult
+    from inference_endpoint.endpoint_client.config import HTTPClientConfig
+
+    heads: list[bytes] = []
+
+    async def scenario() -> None:
+        async with serve_chat(replay(STREAM, heads=heads)) as url:
+            cfg = HTTPClientConfig(endpoint_urls=[url], num_workers=1, warmup_connections=0)
+            client = await EngineEndpointClient.create(cfg, asyncio.get_running_loop())
+            client.issue(Query(data={"prompt": "hi", "model": "m", "stream": True},
+                               headers={"X-Conversation-Id": "c-42"}))  # fmt: skip
+            while not isinstance(await asyncio.wait_for(client.recv(), 5), QueryResult):
+                pass
+            await client.shutdown_async()
+
+    run(scenario())
+    (head,) = heads
+    assert b"\r\nX-Conversation-Id: c-42\r\nContent-Length: " in head
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Any:
+    from mlpe_fast.runner import simulated_endpoint
+
+    flags = ("--ttft-ms", "5", "--itl-ms", "0.5", "--output-len", "8", "--output-len-dist", "fixed")
+    with simulated_endpoint(flags) as url:
+        yield url
+
+
+@needs_reference
+def test_probe_through_the_launcher_uses_the_engine(sim_url: str) -> None:
+    done = _python(
+        "-m", "mlpe_fast.compat.endpoints", "probe",
+        "--endpoints", sim_url, "--model", "mlpe-sim", "--requests", "5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = done.stdout + done.stderr
+    assert "Completed: 5/5 successful" in log
+    # the reference's client logs its worker set-up; the look-alike has none
+    assert "EndpointClient initialized" not in log
+
+
+@needs_reference
+def test_benchmark_through_the_launcher_with_warmup(sim_url: str, tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    done = _python(
+        "-m", "mlpe_fast.compat.endpoints", "benchmark", "online",
+        "--endpoints", sim_url, "--model", "mlpe-sim",
+        "--tokenizer", str(SHARED / "tokenizers" / "char"),
+        "--dataset", f"{SHARED / 'datasets' / 'dummy_1k.jsonl'},parser.prompt=text_input",
+        "--no-cpu-affinity", "--workers", "1", "--load-pattern", "concurrency",
+        "--concurrency", "4", "--num-samples", "40", "--duration", "0",
+        "--client.warmup-connections", "4", "--max-connections", "4",
+        "--report-dir", str(report), "-v",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    events = [json.loads(line) for line in (report / "events.jsonl").read_text().splitlines()]
+    stamps: dict[str, dict[str, int]] = {}
+    for event in events:
+        if event["sample_uuid"]:
+            stamps.setdefault(event["sample_uuid"], {})[event["event_type"]] = event["timestamp_ns"]
+    assert len(stamps) == 40
+    for row in stamps.values():
+        assert row["sample.issued"] <= row["sample.recv_first"] <= row["sample.complete"]
+    summary = json.loads((report / "performance" / "result_summary.json").read_text())
+    assert summary["n_samples_completed"] == 40 and summary["n_samples_failed"] == 0
 
 
 def test_report_says_whether_reference_tests_ran(record_property: Any) -> None:

@@ -191,6 +191,8 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["http2"] = True
     if config.ca_bundle is not None:
         out["mlpe_fast"]["ca_bundle"] = config.ca_bundle
+    if config.receive_stamps != "kernel":
+        out["mlpe_fast"]["receive_stamps"] = config.receive_stamps
     return out
 
 

@@ -3,8 +3,8 @@
 ``mlpe-fast endpoints ARGS...`` (or ``python -m mlpe_fast.compat.endpoints
 ARGS...``) checks the installed reference client (its version and the names
 and signatures it patches), refuses with one line and status 2 when they do
-not match, patches two names in the reference's benchmark module, and hands
-over to the reference's own entry point, so every flag, YAML file, artifact
+not match, patches the reference's client in its benchmark and probe
+commands, and hands over to the reference's own entry point, so every flag, YAML file, artifact
 and exit code is the reference's.  Nothing is patched unless this launcher
 runs, and no import hooks are installed.
 
@@ -12,7 +12,11 @@ Patched (in ``inference_endpoint.commands.benchmark.execute``):
 
 * ``HTTPEndpointClient`` → :class:`.endpoints_client.EngineEndpointClient`;
 * ``BenchmarkSession`` → a subclass whose event publisher swaps the engine's
-  stamps into RECV_FIRST / RECV_NON_FIRST records.
+  stamps into RECV_FIRST / RECV_NON_FIRST records;
+
+and in ``inference_endpoint.commands.probe``: ``HTTPEndpointClient`` (the
+probe builds it with the synchronous constructor; the look-alike then runs
+its own loop in a thread, as the reference's does).
 
 Official on-premises MLPerf results must come from the unmodified reference
 client; this launcher is for development, tuning, CI and audits of the
@@ -30,6 +34,7 @@ EXIT_REFUSED = 2
 #: the reference versions whose seam was checked (docs: dropin-seam.md).
 SUPPORTED_VERSIONS = frozenset({"0.1.0"})
 EXECUTE = "inference_endpoint.commands.benchmark.execute"
+PROBE = "inference_endpoint.commands.probe"
 #: name → the parameter names its signature must have.
 SIGNATURES: dict[str, tuple[str, ...]] = {
     "HTTPEndpointClient.create": ("config", "loop"),
@@ -43,6 +48,10 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     ),
     "_create_issuer": ("ctx", "loop"),
 }
+#: the same for the probe command's module.
+PROBE_SIGNATURES: dict[str, tuple[str, ...]] = {
+    "HTTPEndpointClient.__init__": ("self", "config", "loop"),
+}
 
 
 class Refused(Exception):
@@ -53,13 +62,31 @@ def _parameters(function: Any) -> tuple[str, ...]:
     return tuple(inspect.signature(function).parameters)
 
 
-def check_reference() -> Any:
-    """The reference's ``execute`` module, after checking version, names and signatures."""
+def _check_signatures(
+    module: Any, module_name: str, signatures: dict[str, tuple[str, ...]]
+) -> None:
+    for name, expected in signatures.items():
+        target: Any = module
+        for part in name.split("."):
+            target = getattr(target, part, None)
+            if target is None:
+                raise Refused(f"{module_name}.{name} is missing")
+        found = _parameters(target)
+        if found != expected:
+            raise Refused(
+                f"{module_name}.{name} takes ({', '.join(found)}), expected ({', '.join(expected)})"
+            )
+
+
+def check_reference() -> tuple[Any, Any]:
+    """The reference's ``execute`` and ``probe`` modules, after checking
+    version, names and signatures."""
     import importlib
     from importlib import metadata
 
     try:
         execute = importlib.import_module(EXECUTE)
+        probe = importlib.import_module(PROBE)
         main_module = importlib.import_module("inference_endpoint.main")
         record = importlib.import_module("inference_endpoint.core.record")
     except ImportError as error:
@@ -78,26 +105,17 @@ def check_reference() -> Any:
         )
     if not callable(getattr(main_module, "run", None)):
         raise Refused("inference_endpoint.main.run is missing")
-    for name, expected in SIGNATURES.items():
-        target: Any = execute
-        for part in name.split("."):
-            target = getattr(target, part, None)
-            if target is None:
-                raise Refused(f"{EXECUTE}.{name} is missing")
-        found = _parameters(target)
-        if found != expected:
-            raise Refused(
-                f"{EXECUTE}.{name} takes ({', '.join(found)}), expected ({', '.join(expected)})"
-            )
+    _check_signatures(execute, EXECUTE, SIGNATURES)
+    _check_signatures(probe, PROBE, PROBE_SIGNATURES)
     events = getattr(record, "SampleEventType", None)
     for member in ("RECV_FIRST", "RECV_NON_FIRST"):
         if not hasattr(events, member):
             raise Refused(f"inference_endpoint.core.record.SampleEventType.{member} is missing")
-    return execute
+    return execute, probe
 
 
-def install(execute: Any) -> None:
-    """Patches the reference's benchmark module (only ever called by :func:`main`)."""
+def install(execute: Any, probe: Any) -> None:
+    """Patches the reference's benchmark and probe modules (only ever called by :func:`main`)."""
     import importlib
 
     from .endpoints_client import EngineEndpointClient, StampingPublisher
@@ -123,16 +141,17 @@ def install(execute: Any) -> None:
     StampedSession.__name__ = StampedSession.__qualname__ = "BenchmarkSession"
     execute.HTTPEndpointClient = EngineEndpointClient
     execute.BenchmarkSession = StampedSession
+    probe.HTTPEndpointClient = EngineEndpointClient
 
 
 def main(argv: Sequence[str]) -> int:
     """Checks, patches and runs the reference's CLI with ``argv``; returns its exit status."""
     try:
-        execute = check_reference()
+        modules = check_reference()
     except Refused as error:
         print(f"mlpe-fast endpoints: refused: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    install(execute)
+    install(*modules)
     import importlib
 
     run = importlib.import_module("inference_endpoint.main").run

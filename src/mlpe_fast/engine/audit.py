@@ -10,6 +10,13 @@ Three figures, reported with every run:
   schedule the client sent it (zero by definition for closed-loop issuing,
   meaningful for Poisson arrivals).
 * CPU -- the process's CPU time over the run, per request and per event.
+
+With the kernel's arrival stamps (``RequestRecord.kernel_stamps``) a fourth:
+
+* read lag -- ``t_first_read - t_first`` and ``t_done_read - t_done``: how
+  long the data that completed the first token and the response waited in
+  the socket before the client read it.  This is the error read-time stamps
+  would have had; the metrics use the arrival stamps, so it is not in them.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Iterable
 import msgspec
 import numpy as np
 
-from ._reader import monotonic_ns
+from ._reader import ArrivalClock, monotonic_ns
 from .record import RequestRecord
 
 __all__ = ("Audit", "LoopLagProbe", "audit_records")
@@ -47,10 +54,22 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     tls_handshakes: int = 0
     tls_ms_mean: float = 0.0
     http2_connections: int = 0
+    receive_stamps: str = "read"  # "kernel", "read" or "mixed"
+    receive_stamps_note: str = ""
+    kernel_stamped: int = 0
+    stamped: int = 0  # records with a response stamp (t_first or t_done)
+    read_lag_first_p50_ms: float = 0.0
+    read_lag_first_p99_ms: float = 0.0
+    read_lag_first_max_ms: float = 0.0
+    read_lag_done_p50_ms: float = 0.0
+    read_lag_done_p99_ms: float = 0.0
+    read_lag_done_max_ms: float = 0.0
+    clock_map_error_us: float = 0.0
+    clock_steps: int = 0
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
-        return {
+        rows = {
             "loop lag p50 / p99 / max": (
                 f"{self.loop_lag_p50_ms:.3f} / {self.loop_lag_p99_ms:.3f} / "
                 f"{self.loop_lag_max_ms:.3f} ms"
@@ -63,7 +82,29 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                 f"{self.cpu_us_per_request:.1f} µs/request, {self.cpu_us_per_event:.3f} µs/event"
             ),
             "connections opened": self._connections(),
+            "receive stamps": self._stamps(),
         }
+        if self.kernel_stamped:
+            rows["read lag first / done p50"] = (
+                f"{self.read_lag_first_p50_ms:.3f} / {self.read_lag_done_p50_ms:.3f} ms"
+            )
+            rows["read lag first / done p99"] = (
+                f"{self.read_lag_first_p99_ms:.3f} / {self.read_lag_done_p99_ms:.3f} ms"
+            )
+            rows["read lag first / done max"] = (
+                f"{self.read_lag_first_max_ms:.3f} / {self.read_lag_done_max_ms:.3f} ms"
+            )
+        return rows
+
+    def _stamps(self) -> str:
+        if self.receive_stamps == "read":
+            return f"read time ({self.receive_stamps_note})"
+        kind = "kernel arrival" if self.receive_stamps == "kernel" else "mixed"
+        steps = f", {self.clock_steps} wall-clock steps" if self.clock_steps else ""
+        return (
+            f"{kind}: {self.kernel_stamped:,} of {self.stamped:,} requests with a response "
+            f"(clock map ±{self.clock_map_error_us:.3f} µs{steps})"
+        )
 
     def _connections(self) -> str:
         setup = f"mean setup {self.connect_ms_mean:.3f} ms"
@@ -128,21 +169,50 @@ def audit_records(
     tls_handshakes: int = 0,
     tls_ns_total: int = 0,
     http2_connections: int = 0,
+    arrival_clock: ArrivalClock | None = None,
+    kernel_stamped_connections: int = 0,
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.
 
     Connection setup (``connect_ns_total``: TCP connects and TLS handshakes)
     is reported on its own, though each setup is also part of the first
-    request on its connection (``RequestRecord.connect_ns``)."""
+    request on its connection (``RequestRecord.connect_ns``).
+    ``arrival_clock`` is the client's (None when kernel stamps were off).
+    Records with no stamp (failed before any byte of a response) say
+    nothing about the stamps; when no record has one, the connections do."""
     late = []
+    lag_first: list[int] = []
+    lag_done: list[int] = []
     events = 0
     requests = 0
+    kernel = stamped = 0
     for record in records:
         requests += 1
         events += record.response.events
         late.append(record.t_issue - record.t_sched)
+        if record.response.t_first is not None or record.response.t_done is not None:
+            stamped += 1
+        if record.kernel_stamps:
+            kernel += 1
+            first, done = record.response.t_first, record.response.t_done
+            if first is not None and record.t_first_read is not None:
+                lag_first.append(record.t_first_read - first)
+            if done is not None and record.t_done_read is not None:
+                lag_done.append(record.t_done_read - done)
     lags = np.frombuffer(lags_ns, dtype=np.int64) if len(lags_ns) else np.zeros(0, np.int64)
     lateness = np.asarray(late, dtype=np.int64)
+    first_lags = np.asarray(lag_first, dtype=np.int64)
+    done_lags = np.asarray(lag_done, dtype=np.int64)
+    if arrival_clock is None:
+        note = "kernel stamps off: --receive-stamps read"
+    elif tls_handshakes or http2_connections:
+        note = "kernel stamps apply to cleartext HTTP/1.1 only"
+    else:
+        note = "the kernel gave no receive stamps on this system"
+    if stamped:
+        stamps = "read" if not kernel else "kernel" if kernel == stamped else "mixed"
+    else:
+        stamps = "kernel" if kernel_stamped_connections else "read"
     return Audit(
         loop_lag_p50_ms=_percentile_ms(lags, 50),
         loop_lag_p99_ms=_percentile_ms(lags, 99),
@@ -160,4 +230,16 @@ def audit_records(
         tls_handshakes=tls_handshakes,
         tls_ms_mean=tls_ns_total / 1e6 / tls_handshakes if tls_handshakes else 0.0,
         http2_connections=http2_connections,
+        receive_stamps=stamps,
+        receive_stamps_note=note if stamps != "kernel" else "",
+        kernel_stamped=kernel,
+        stamped=stamped,
+        read_lag_first_p50_ms=_percentile_ms(first_lags, 50),
+        read_lag_first_p99_ms=_percentile_ms(first_lags, 99),
+        read_lag_first_max_ms=float(first_lags.max()) / 1e6 if first_lags.size else 0.0,
+        read_lag_done_p50_ms=_percentile_ms(done_lags, 50),
+        read_lag_done_p99_ms=_percentile_ms(done_lags, 99),
+        read_lag_done_max_ms=float(done_lags.max()) / 1e6 if done_lags.size else 0.0,
+        clock_map_error_us=arrival_clock.error_ns / 1e3 if arrival_clock is not None else 0.0,
+        clock_steps=arrival_clock.steps if arrival_clock is not None else 0,
     )

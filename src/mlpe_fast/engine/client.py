@@ -22,6 +22,16 @@ knowledge on ``http://`` (h2c) and through ALPN on ``https://`` (falling
 back to HTTP/1.1 when the server does not offer it).  ``https://``
 verifies the server's certificate against the system's trust store, or
 ``ca_bundle``; ``insecure=True`` skips verification.
+
+Stamps: on Linux, cleartext HTTP/1.1 connections read with the kernel's
+arrival stamps (``kernel_stamps``, on by default): a response's ``t_first``
+and ``t_done`` are when its data reached the machine, however busy the
+client was; the record keeps when it was read beside them.  A read carries
+the stamp of its newest data, so with the compiled core those connections
+are read by a thread of the client's own (``receive_thread``) that takes
+every read as data arrives, never waiting for the interpreter; the loop
+decodes what it read, read by read.  Elsewhere, or with
+``kernel_stamps=False``, reads are stamped as they are read.
 """
 
 from __future__ import annotations
@@ -37,7 +47,7 @@ import msgspec
 
 from ..errors import MlpeError
 from ..wire.events import NO_RESPONSE
-from ._reader import monotonic_ns
+from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
 from .connection import Exchange
 from .dial import DialError, Endpoint, probe, tls_context
 from .framing import RequestFraming
@@ -89,6 +99,11 @@ class Client:
         ca_bundle: a PEM file of the certificate authorities to trust for
             ``https://`` (default: the system's).
         insecure: do not verify the server's certificate.
+        kernel_stamps: stamp cleartext HTTP/1.1 reads with the kernel's
+            arrival stamps where it gives them (see the module doc).
+        receive_thread: with ``kernel_stamps``, read those connections on a
+            thread of their own (compiled core, Linux) so that every read
+            is prompt whatever the interpreter is doing (see the module doc).
     """
 
     def __init__(
@@ -107,6 +122,8 @@ class Client:
         http2: bool = False,
         ca_bundle: str | None = None,
         insecure: bool = False,
+        kernel_stamps: bool = True,
+        receive_thread: bool = True,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
@@ -142,6 +159,8 @@ class Client:
         if max_connections is not None and max_connections < 1:
             raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
         self._max_connections = max_connections
+        self.kernel_stamps = kernel_stamps
+        self.receive_thread = receive_thread
         self.base_url = base_url
         self._api_key = api_key
         self.host = parts.hostname
@@ -188,6 +207,8 @@ class Client:
             decoder_options=self._decoder_options,
             on_connect_failed=self._connect_failed,
             max_connections=self._max_connections,
+            arrival_clock=ArrivalClock() if self.kernel_stamps else None,
+            receiver=self._start_receive_thread(),
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:
@@ -195,6 +216,16 @@ class Client:
             # read; a timer re-armed on every read would.
             period = min(max(min(timeouts) / 1e9 / 10, 0.01), 1.0)
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(period))
+
+    def _start_receive_thread(self) -> ReceiveThread | None:
+        if not (self.kernel_stamps and self.receive_thread) or self._endpoint.tls is not None:
+            return None
+        if self.http2:
+            return None  # HTTP/2 connections read on the loop
+        try:
+            return ReceiveThread()
+        except OSError:  # no epoll here: the loop reads (and stamps) as before
+            return None
 
     async def check_reachable(self) -> None:
         """Opens one connection to the endpoint (TLS included) and closes it,
@@ -209,6 +240,25 @@ class Client:
             await probe(self._endpoint, self._connect_timeout)
         except DialError as error:
             raise EndpointUnreachable(error.error_class, error.message) from None
+
+    async def warm_up(self, count: int, *, concurrency: int = 128) -> int:
+        """Opens up to ``count`` connections now, so that the first requests
+        find them open (the reference client's ``warmup_connections``).
+
+        At most ``concurrency`` connects are in flight at once (a burst of
+        connects can overflow the server's accept queue), and never more
+        connections than ``max_connections`` allows.  A connect that fails is
+        not an error here: the return value says how many connections are
+        open and idle, and the caller decides whether that is enough.
+        """
+        pool = self._pool
+        if pool is None:
+            raise RuntimeError("Client is not open: use 'async with Client(...)'")
+        if count < 0 or concurrency < 1:
+            raise ClientConfigError(
+                f"warm_up needs count >= 0 and concurrency >= 1, not {count} and {concurrency}"
+            )
+        return await pool.warm_up(count, concurrency)
 
     async def cancel_in_flight(
         self, message: str = "the run was interrupted with the request in flight"
@@ -261,13 +311,28 @@ class Client:
         sample_id: str | None = None,
         t_sched: int | None = None,
         on_first: Callable[[Exchange, int], object] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        """Sends a request now; ``on_done(record)`` runs when it ends."""
+        """Sends a request now; ``on_done(record)`` runs when it ends.
+
+        ``headers``: header fields of this request only, sent after the
+        client's own.
+
+        Raises:
+            ClientConfigError: ``headers`` has a field that cannot be sent
+                (not a valid name or value, or one the client sets itself);
+                nothing was sent.
+        """
         pool = self._pool
         if pool is None:
             raise RuntimeError("Client is not open: use 'async with Client(...)'")
         if not isinstance(body, bytes):
             body = _encode(body)
+        if headers:
+            try:
+                path = self._framing.target(path, headers)
+            except ValueError as error:
+                raise ClientConfigError(str(error)) from None
         self.in_flight += 1
         exchange = Exchange(
             body,
@@ -289,15 +354,18 @@ class Client:
         path: str = CHAT_PATH,
         sample_index: int = 0,
         sample_id: str | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> RequestRecord:
-        """Sends one request and returns its record."""
+        """Sends one request and returns its record (``headers``: as for :meth:`issue`)."""
         future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
 
         def settle(record: RequestRecord) -> None:
             if not future.done():
                 future.set_result(record)
 
-        self.issue(body, settle, path=path, sample_index=sample_index, sample_id=sample_id)
+        self.issue(
+            body, settle, path=path, sample_index=sample_index, sample_id=sample_id, headers=headers
+        )
         return await future
 
     @property
@@ -327,6 +395,20 @@ class Client:
         """Connections that spoke HTTP/2 (ALPN may choose HTTP/1.1)."""
         pool = self._pool or self._closed_pool
         return 0 if pool is None else pool.http2_connections
+
+    @property
+    def kernel_stamped_connections(self) -> int:
+        """Connections whose reads carried the kernel's arrival stamps."""
+        pool = self._pool or self._closed_pool
+        return 0 if pool is None else pool.kernel_stamped_connections
+
+    @property
+    def arrival_clock(self) -> ArrivalClock | None:
+        """The mapping of kernel stamps onto the monotonic clock (its
+        ``error_ns`` bounds the mapping, ``steps`` counts wall-clock steps
+        seen), or None without kernel stamps."""
+        pool = self._pool or self._closed_pool
+        return None if pool is None else pool.arrival_clock
 
     # -- internals ------------------------------------------------------------
 

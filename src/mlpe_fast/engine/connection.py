@@ -40,7 +40,10 @@ from .record import RequestRecord
 if TYPE_CHECKING:
     from .pool import ConnectionPool
 
-__all__ = ("Connection", "Exchange")
+__all__ = ("Connection", "Exchange", "ReadStamps")
+
+# A read core's (first_read_ns, done_read_ns, kernel_first, kernel_done).
+ReadStamps = tuple[int, int, bool, bool]
 
 
 class Exchange:
@@ -96,8 +99,23 @@ class Exchange:
         summary: ResponseSummary,
         error_class: str | None = None,
         error_message: str | None = None,
+        reads: ReadStamps | None = None,
     ) -> RequestRecord:
+        """The record of this exchange; ``reads`` are the read stamps of
+        ``summary``'s first token and end when they were arrival stamps."""
         t_issue = self.t_issue or t_end
+        t_first, t_done = summary.t_first, summary.t_done
+        kernel = False
+        t_first_read, t_done_read = t_first, t_done
+        if reads is not None:
+            first_read, done_read, kernel_first, kernel_done = reads
+            if t_first is not None and first_read:
+                t_first_read = first_read
+            if t_done is not None and done_read:
+                t_done_read = done_read
+            # Kernel-stamped when every stamp the response has is.
+            stamped = [k for t, k in ((t_first, kernel_first), (t_done, kernel_done)) if t]
+            kernel = bool(stamped) and all(stamped)
         return RequestRecord(
             sample_index=self.sample_index,
             sample_id=self.sample_id,
@@ -109,6 +127,9 @@ class Exchange:
             error_message=error_message,
             retries=self.retries,
             connect_ns=self.connect_ns,
+            t_first_read=t_first_read,
+            t_done_read=t_done_read,
+            kernel_stamps=kernel,
         )
 
 
@@ -184,14 +205,15 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
             return
         self.exchange = None
         self._completed_at = None
+        reads = self._read_stamps()
         summary: ResponseSummary = self.take_summary()
         self.served += 1
         if summary.error_code:
             record = exchange.record(
-                t_ns, summary, error_name(summary.error_code), summary.error_message
+                t_ns, summary, error_name(summary.error_code), summary.error_message, reads
             )
         else:
-            record = exchange.record(t_ns, summary)
+            record = exchange.record(t_ns, summary, reads=reads)
         self.pool.release(self, summary.keep_alive)
         exchange.on_done(record)
 
@@ -214,8 +236,12 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
         if exchange is None:
             return
         self.exchange = None
+        reads = self._read_stamps()
         summary: ResponseSummary = self.take_summary()
-        exchange.on_done(exchange.record(t_ns, summary, error_class, message))
+        exchange.on_done(exchange.record(t_ns, summary, error_class, message, reads))
+
+    def _read_stamps(self) -> ReadStamps:
+        return (self.first_read_ns, self.done_read_ns, self.kernel_first, self.kernel_done)
 
     def close(self) -> None:
         if not self.closed:

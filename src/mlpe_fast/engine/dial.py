@@ -9,6 +9,12 @@ and the self-audit reports them on their own as connection setup.
 Over TLS the server picks the protocol (ALPN, RFC 7301), so the protocol
 object is made only once the handshake is done; bytes the server sends in
 between (HTTP/2's SETTINGS come at once) are handed to it on arrival.
+
+Given an :class:`ArrivalClock`, a cleartext HTTP/1.1 connection is opened
+on a socket of the engine's own and read by its protocol with the kernel's
+arrival stamps (:mod:`mlpe_fast.engine.stamped_socket`); when the kernel
+does not stamp (another system, an old kernel), the same socket goes to the
+loop's transport and reads are stamped as they are read.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ._reader import monotonic_ns
+from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
+from .stamped_socket import StampedSocketTransport
 
 __all__ = ("Dialed", "DialError", "Endpoint", "dial", "probe", "tls_context")
 
@@ -59,12 +66,14 @@ class Endpoint:
 
 @dataclass(frozen=True)
 class Dialed:
-    """A connection ready for requests."""
+    """A connection ready for requests; ``kernel_stamps`` when its reads
+    carry the kernel's arrival stamps."""
 
     protocol: Any
     http2: bool
     tcp_ns: int
     tls_ns: int
+    kernel_stamps: bool = False
 
 
 class DialError(Exception):
@@ -107,9 +116,13 @@ async def dial(
     endpoint: Endpoint,
     make_protocol: Callable[[bool], Any],
     timeout: float,
+    arrival_clock: ArrivalClock | None = None,
+    receiver: ReceiveThread | None = None,
 ) -> Dialed:
     """Connects and returns the protocol object ``make_protocol(http2)`` made
-    for the connection, already attached to it.
+    for the connection, already attached to it; with ``arrival_clock``,
+    cleartext HTTP/1.1 reads carry the kernel's arrival stamps (module doc),
+    read by ``receiver``'s thread when given.
 
     Raises:
         DialError: ``ConnectTimeout``, ``ConnectError`` or ``TLSError``.
@@ -120,6 +133,10 @@ async def dial(
     deadline = loop.time() + timeout
     if endpoint.tls is None:
         http2 = endpoint.http2
+        if arrival_clock is not None and not http2:
+            return await _dial_stamped(
+                endpoint, make_protocol, timeout, arrival_clock, receiver, t_start
+            )
         _, protocol = await _connect(endpoint, lambda: make_protocol(http2), timeout)
         return Dialed(protocol, http2, monotonic_ns() - t_start, 0)
 
@@ -172,6 +189,67 @@ async def dial(
     for data in holder.early:  # bytes that came before the switch
         _deliver(protocol, data)
     return Dialed(protocol, http2, t_connected - t_start, t_secured - t_connected)
+
+
+async def _dial_stamped(
+    endpoint: Endpoint,
+    make_protocol: Callable[[bool], Any],
+    timeout: float,
+    arrival_clock: ArrivalClock,
+    receiver: ReceiveThread | None,
+    t_start: int,
+) -> Dialed:
+    """Cleartext HTTP/1.1 on the engine's own socket (module doc)."""
+    loop = asyncio.get_running_loop()
+    sock = await _connect_socket(endpoint, timeout)
+    tcp_ns = monotonic_ns() - t_start
+    protocol = make_protocol(False)
+    if protocol.attach_socket(sock, arrival_clock, receiver):
+        StampedSocketTransport(loop, sock, protocol)
+        return Dialed(protocol, False, tcp_ns, 0, kernel_stamps=True)
+    protocol.detach_socket()
+    try:
+        await loop.create_connection(lambda: protocol, sock=sock)
+    except OSError as error:
+        sock.close()
+        raise DialError("ConnectError", f"{endpoint.host}:{endpoint.port}: {error}") from None
+    return Dialed(protocol, False, tcp_ns, 0)
+
+
+async def _connect_socket(endpoint: Endpoint, timeout: float) -> socket.socket:
+    """The TCP connect on a socket of our own, its failures as DialErrors."""
+    where = f"{endpoint.host}:{endpoint.port}"
+    try:
+        return await asyncio.wait_for(_open_socket(endpoint.host, endpoint.port), timeout)
+    except asyncio.TimeoutError:
+        raise DialError(
+            "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
+        ) from None
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+
+
+async def _open_socket(host: str, port: int) -> socket.socket:
+    """Tries the host's addresses in the resolver's order, as
+    ``loop.create_connection`` does."""
+    loop = asyncio.get_running_loop()
+    addresses = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    error: OSError = OSError(f"no address for {host}")
+    for family, kind, proto, _, address in addresses:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+        except OSError as failed:
+            sock.close()
+            error = failed
+            continue
+        except BaseException:  # cancelled or timed out: the socket goes too
+            sock.close()
+            raise
+        return sock
+    raise error
 
 
 async def _connect(

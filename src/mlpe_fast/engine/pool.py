@@ -27,9 +27,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._reader import monotonic_ns
+from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
 from .connection import Connection, Exchange
-from .dial import DialError, Endpoint, dial
+from .dial import Dialed, DialError, Endpoint, dial
 from .framing import RequestFraming
 from .h2 import H2Connection
 
@@ -63,8 +63,17 @@ class ConnectionPool:
         decoder_options: dict[str, Any],
         on_connect_failed: Callable[[Exchange, str, str], object],
         max_connections: int | None = None,
+        arrival_clock: ArrivalClock | None = None,
+        receiver: ReceiveThread | None = None,
     ) -> None:
         self.endpoint = endpoint
+        # Given, cleartext HTTP/1.1 connections read with the kernel's
+        # arrival stamps where the kernel gives them (dial), and by the
+        # receive thread when there is one; the pool owns the thread.
+        self.arrival_clock = arrival_clock
+        self.receiver = receiver
+        self._receiver_loop: asyncio.AbstractEventLoop | None = None
+        self.kernel_stamped_connections = 0
         self.framing = framing
         self.connect_timeout = connect_timeout
         self.decoder_options = decoder_options
@@ -77,6 +86,8 @@ class ConnectionPool:
         self._open: set[Connection | H2Connection] = set()
         self._dialing: dict[asyncio.Task[None], list[Exchange]] = {}
         self._waiting: deque[Exchange] = deque()
+        self._warming = 0  # warm-up connects in flight (rule 3 counts them)
+        self._closed = False
         self.connections_opened = 0
         self.connect_ns_total = 0
         self.tls_handshakes = 0
@@ -113,7 +124,7 @@ class ConnectionPool:
 
     def _at_cap(self) -> bool:
         cap = self.max_connections
-        return cap is not None and len(self._open) + len(self._dialing) >= cap
+        return cap is not None and len(self._open) + len(self._dialing) + self._warming >= cap
 
     def _dial(self, exchanges: list[Exchange]) -> None:
         t_opened = monotonic_ns()
@@ -135,7 +146,9 @@ class ConnectionPool:
     async def _dial_and_start(self) -> None:
         task = asyncio.current_task()
         try:
-            dialed = await dial(self.endpoint, self._make_protocol, self.connect_timeout)
+            dialed = await dial(
+                self.endpoint, self._make_protocol, self.connect_timeout, *self._dial_options()
+            )
         except DialError as error:
             for exchange in self._dialing.pop(task, ()):  # type: ignore[arg-type]
                 self._fail_unsent(exchange, error.error_class, error.message)
@@ -143,6 +156,7 @@ class ConnectionPool:
         exchanges = self._dialing.pop(task, [])  # type: ignore[arg-type]
         t_ready = monotonic_ns()
         self.connections_opened += 1
+        self.kernel_stamped_connections += dialed.kernel_stamps
         self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
         if dialed.tls_ns:
             self.tls_handshakes += 1
@@ -193,6 +207,77 @@ class ConnectionPool:
                 return
             batch = max(1, self.stream_limit) if self._maybe_http2 else 1
             self._dial([waiting.popleft() for _ in range(min(batch, len(waiting)))])
+
+    # -- warm-up ----------------------------------------------------------------
+
+    async def warm_up(self, count: int, concurrency: int) -> int:
+        """Opens up to ``count`` more connections before they are needed and
+        returns how many are open and idle (or, for HTTP/2, open with room).
+
+        Rule 3 holds: connections open or opening count against
+        ``max_connections``.  A failed connect is left out of the count, not
+        raised: how many is enough is the caller's decision.  Requests that
+        are waiting when a warmed connection arrives are started on it.
+        """
+        cap = self.max_connections
+        if cap is not None:
+            count = min(count, cap - len(self._open) - len(self._dialing))
+        if count <= 0:
+            return self._ready()
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            async with gate:
+                if self._closed or self._at_cap():  # requests took the room meanwhile
+                    return
+                self._warming += 1
+                try:
+                    dialed = await dial(
+                        self.endpoint,
+                        self._make_protocol,
+                        self.connect_timeout,
+                        *self._dial_options(),
+                    )
+                except DialError:
+                    dialed = None
+                finally:
+                    self._warming -= 1
+                if dialed is not None:
+                    self._adopt(dialed)
+                else:  # the room it held is free again
+                    self._serve_waiting()
+
+        await asyncio.gather(*(one() for _ in range(count)))
+        return self._ready()
+
+    def _adopt(self, dialed: Dialed) -> None:
+        """A warm-up connection joins the pool: idle (HTTP/1.1) or
+        multiplexed (HTTP/2), and serves any request already waiting."""
+        connection = dialed.protocol
+        self.connections_opened += 1
+        self.kernel_stamped_connections += dialed.kernel_stamps
+        self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
+        if dialed.tls_ns:
+            self.tls_handshakes += 1
+            self.tls_ns_total += dialed.tls_ns
+        if self._closed:  # the pool closed while this one was connecting
+            connection.close()
+            return
+        if connection.closed:  # the server hung up at once
+            self._serve_waiting()
+            return
+        self._open.add(connection)
+        if dialed.http2:
+            self.http2_connections += 1
+            self._multiplexed.append(connection)
+            self.room_freed(connection)
+        else:
+            self._maybe_http2 = False  # rule 2: ALPN chose HTTP/1.1
+            self.release(connection, True)
+
+    def _ready(self) -> int:
+        idle = sum(not connection.closed for connection in self._idle)
+        return idle + sum(connection.room() > 0 for connection in self._multiplexed)
 
     # -- connections report back ----------------------------------------------
 
@@ -253,8 +338,23 @@ class ConnectionPool:
 
     async def aclose(self) -> None:
         """Cancels dials and closes every connection."""
+        self._closed = True
         await self.cancel_connecting()
         for connection in list(self._open):
             connection.close()
         self._idle.clear()
         self._multiplexed.clear()
+        receiver, self.receiver = self.receiver, None
+        if receiver is not None:  # every connection has let go of it (close)
+            if self._receiver_loop is not None:
+                self._receiver_loop.remove_reader(receiver.wake_fd)
+            receiver.stop()
+
+    def _dial_options(self) -> tuple[ArrivalClock | None, ReceiveThread | None]:
+        """The stamping a dial takes; the loop starts watching the receive
+        thread with the first dial (the pool may be made before the loop runs)."""
+        receiver = self.receiver
+        if receiver is not None and self._receiver_loop is None:
+            self._receiver_loop = asyncio.get_running_loop()
+            self._receiver_loop.add_reader(receiver.wake_fd, receiver.dispatch)
+        return self.arrival_clock, receiver

@@ -14,6 +14,12 @@ compiled core is in use), with the meanings of ``docs/architecture.md``:
   end of the body);
 * ``t_end``: the read that completed the HTTP message, or the moment the
   request failed.
+
+On Linux, cleartext HTTP/1.1 reads carry the kernel's arrival stamps
+(``kernel_stamps``): ``t_first`` and ``t_done`` are then when the data that
+completed them arrived, and ``t_first_read`` / ``t_done_read`` when the
+client read it, so their difference is the client's own lag.  Without
+kernel stamps both pairs are equal.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
 
     ``connect_ns`` is the connection setup (TCP connect and TLS handshake)
     this request waited for: zero on a connection already open.
+
+    ``t_first_read`` and ``t_done_read`` are the read stamps of the reads
+    that carried ``t_first`` and ``t_done`` (None with them);
+    ``kernel_stamps`` says that ``t_first`` and ``t_done`` are the kernel's
+    arrival stamps rather than read stamps (module doc); a ``t_done`` taken
+    at the end of a body the server ended by closing is the read that saw
+    the close either way (the kernel stamps data, not the close).
 
     ``error_class`` is ``None`` for a complete 2xx response; otherwise it
     names what went wrong (a :class:`mlpe_fast.errors.ProtocolError` subclass
@@ -49,6 +62,9 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     error_message: str | None = None
     retries: int = 0
     connect_ns: int = 0
+    t_first_read: int | None = None
+    t_done_read: int | None = None
+    kernel_stamps: bool = False
 
     @property
     def ok(self) -> bool:

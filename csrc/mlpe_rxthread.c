@@ -1,0 +1,364 @@
+/*
+ * mlpe_rxthread.c -- the receive thread (rules T1-T6 in mlpe_rxthread.h).
+ */
+#if defined(__linux__)
+#define _GNU_SOURCE /* pthreads, epoll and eventfd under -std=c99 */
+#endif
+
+#include "mlpe_rxthread.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlpe_clock.h"
+#include "mlpe_rxstamp.h"
+
+/* One read takes at most this much: a token event is tens of bytes, a
+ * burst of a busy stream a few KiB. */
+#define READ_SPACE (64u << 10)
+#define STOP_EVENT UINT64_MAX
+
+static int reserve(mlpe_rxbatch *b, size_t bytes) {
+    if (b->cap - b->len < bytes) {
+        size_t cap = b->cap ? b->cap : READ_SPACE;
+        while (cap - b->len < bytes)
+            cap *= 2;
+        uint8_t *data = realloc(b->data, cap);
+        if (!data)
+            return -ENOMEM;
+        b->data = data;
+        b->cap = cap;
+    }
+    if (b->n_chunks == b->cap_chunks) {
+        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : 16;
+        mlpe_rxchunk *chunks = realloc(b->chunks, cap * sizeof *chunks);
+        if (!chunks)
+            return -ENOMEM;
+        b->chunks = chunks;
+        b->cap_chunks = cap;
+    }
+    return 0;
+}
+
+void mlpe_rxbatch_free(mlpe_rxbatch *b) {
+    free(b->data);
+    free(b->chunks);
+    memset(b, 0, sizeof *b);
+}
+
+void mlpe_rxconn_init(mlpe_rxconn *c, int fd, void *owner) {
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+    c->owner = owner;
+}
+
+void mlpe_rxconn_free(mlpe_rxconn *c) {
+    mlpe_rxbatch_free(&c->pending);
+}
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+struct mlpe_rxthread {
+    pthread_t thread;
+    int epoll_fd, wake_fd, stop_fd;
+    pthread_mutex_t lock;
+    mlpe_rxconn **slots;
+    uint32_t n_slots;
+    uint32_t next_generation;
+    mlpe_rxconn *ready_head, *ready_tail;
+};
+
+static uint64_t key_of(const mlpe_rxconn *c) {
+    return ((uint64_t)c->generation << 32) | c->slot;
+}
+
+static void unwatch(mlpe_rxthread *t, mlpe_rxconn *c) {
+    if (c->watched) {
+        epoll_ctl(t->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        c->watched = 0;
+    }
+}
+
+/* T2, T3: one read of c (level-triggered epoll reports it again while more
+ * waits); returns 1 when something was added for the loop. */
+static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
+    mlpe_rxbatch *b = &c->pending;
+    if (b->len >= MLPE_RXCONN_MAX_PENDING) {
+        struct epoll_event none = {0};
+        none.data.u64 = key_of(c);
+        epoll_ctl(t->epoll_fd, EPOLL_CTL_MOD, c->fd, &none);
+        c->paused = 1;
+        return 0;
+    }
+    int err = reserve(b, READ_SPACE);
+    if (err) {
+        b->error = -err;
+        unwatch(t, c);
+        return 1;
+    }
+    int64_t t_realtime;
+    int64_t n = mlpe_rxstamp_recv(c->fd, b->data + b->len, READ_SPACE, &t_realtime);
+    int64_t t_read = mlpe_monotonic_ns();
+    if (n > 0) {
+        mlpe_rxchunk *chunk = &b->chunks[b->n_chunks++];
+        chunk->len = (uint32_t)n;
+        chunk->t_realtime = t_realtime;
+        chunk->t_read = t_read;
+        b->len += (size_t)n;
+        return 1;
+    }
+    if (n == 0) {
+        b->eof = 1;
+        unwatch(t, c);
+        return 1;
+    }
+    if (n == -EAGAIN || n == -EWOULDBLOCK)
+        return 0;
+    b->error = (int)-n;
+    unwatch(t, c);
+    return 1;
+}
+
+static void *run(void *arg) {
+    mlpe_rxthread *t = arg;
+    struct epoll_event events[64];
+    for (;;) {
+        int n = epoll_wait(t->epoll_fd, events, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        int stop = 0, wake = 0;
+        pthread_mutex_lock(&t->lock);
+        for (int i = 0; i < n; i++) {
+            uint64_t key = events[i].data.u64;
+            if (key == STOP_EVENT) {
+                stop = 1;
+                continue;
+            }
+            uint32_t slot = (uint32_t)key, generation = (uint32_t)(key >> 32);
+            mlpe_rxconn *c = slot < t->n_slots ? t->slots[slot] : NULL;
+            if (!c || c->generation != generation || !c->watched || c->paused)
+                continue; /* T5: removed (or replaced) since epoll_wait */
+            if (read_one(t, c) && !c->queued) {
+                c->queued = 1;
+                c->next_ready = NULL;
+                if (t->ready_tail)
+                    t->ready_tail->next_ready = c;
+                else
+                    t->ready_head = c;
+                t->ready_tail = c;
+                wake = 1;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+        if (wake) {
+            uint64_t one = 1;
+            ssize_t written = write(t->wake_fd, &one, sizeof one);
+            (void)written; /* a full counter is still readable: nothing lost */
+        }
+        if (stop)
+            break;
+    }
+    return NULL;
+}
+
+mlpe_rxthread *mlpe_rxthread_start(int *error) {
+    mlpe_rxthread *t = calloc(1, sizeof *t);
+    if (!t) {
+        *error = -ENOMEM;
+        return NULL;
+    }
+    t->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    t->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (t->epoll_fd < 0 || t->wake_fd < 0 || t->stop_fd < 0)
+        goto fail;
+    struct epoll_event stop = {0};
+    stop.events = EPOLLIN;
+    stop.data.u64 = STOP_EVENT;
+    if (epoll_ctl(t->epoll_fd, EPOLL_CTL_ADD, t->stop_fd, &stop) != 0)
+        goto fail;
+    if (pthread_mutex_init(&t->lock, NULL) != 0)
+        goto fail;
+    int err = pthread_create(&t->thread, NULL, run, t);
+    if (err) {
+        pthread_mutex_destroy(&t->lock);
+        errno = err;
+        goto fail;
+    }
+    return t;
+fail:
+    *error = errno ? -errno : -EIO;
+    if (t->epoll_fd >= 0)
+        close(t->epoll_fd);
+    if (t->wake_fd >= 0)
+        close(t->wake_fd);
+    if (t->stop_fd >= 0)
+        close(t->stop_fd);
+    free(t);
+    return NULL;
+}
+
+void mlpe_rxthread_stop(mlpe_rxthread *t) {
+    uint64_t one = 1;
+    ssize_t written = write(t->stop_fd, &one, sizeof one);
+    (void)written;
+    pthread_join(t->thread, NULL);
+    pthread_mutex_destroy(&t->lock);
+    close(t->epoll_fd);
+    close(t->wake_fd);
+    close(t->stop_fd);
+    free(t->slots);
+    free(t);
+}
+
+int mlpe_rxthread_wake_fd(const mlpe_rxthread *t) {
+    return t->wake_fd;
+}
+
+int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c) {
+    int result = 0;
+    pthread_mutex_lock(&t->lock);
+    uint32_t slot = 0;
+    while (slot < t->n_slots && t->slots[slot])
+        slot++;
+    if (slot == t->n_slots) {
+        uint32_t n = t->n_slots ? t->n_slots * 2 : 64;
+        mlpe_rxconn **slots = realloc(t->slots, n * sizeof *slots);
+        if (!slots) {
+            result = -ENOMEM;
+            goto done;
+        }
+        memset(slots + t->n_slots, 0, (n - t->n_slots) * sizeof *slots);
+        t->slots = slots;
+        t->n_slots = n;
+    }
+    c->slot = slot;
+    c->generation = ++t->next_generation;
+    struct epoll_event event = {0};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.u64 = key_of(c);
+    if (epoll_ctl(t->epoll_fd, EPOLL_CTL_ADD, c->fd, &event) != 0) {
+        result = -errno;
+        goto done;
+    }
+    c->watched = 1;
+    t->slots[slot] = c;
+done:
+    pthread_mutex_unlock(&t->lock);
+    return result;
+}
+
+void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c) {
+    pthread_mutex_lock(&t->lock);
+    if (c->slot < t->n_slots && t->slots[c->slot] == c) {
+        unwatch(t, c);
+        t->slots[c->slot] = NULL;
+        if (c->queued) { /* unlink it from the ready list */
+            mlpe_rxconn *prev = NULL, *at = t->ready_head;
+            while (at && at != c) {
+                prev = at;
+                at = at->next_ready;
+            }
+            if (at) {
+                if (prev)
+                    prev->next_ready = c->next_ready;
+                else
+                    t->ready_head = c->next_ready;
+                if (t->ready_tail == c)
+                    t->ready_tail = prev;
+            }
+            c->queued = 0;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t) {
+    uint64_t count;
+    ssize_t got = read(t->wake_fd, &count, sizeof count);
+    (void)got; /* EAGAIN: a wake-up already consumed, the list says the rest */
+    pthread_mutex_lock(&t->lock);
+    mlpe_rxconn *ready = t->ready_head;
+    for (mlpe_rxconn *c = ready; c; c = c->next_ready)
+        c->queued = 0;
+    t->ready_head = t->ready_tail = NULL;
+    pthread_mutex_unlock(&t->lock);
+    return ready;
+}
+
+int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch) {
+    batch->len = 0;
+    batch->n_chunks = 0;
+    batch->eof = 0;
+    batch->error = 0;
+    pthread_mutex_lock(&t->lock);
+    mlpe_rxbatch taken = c->pending;
+    c->pending = *batch;
+    *batch = taken;
+    if (c->paused && c->watched) { /* T3: room again */
+        struct epoll_event event = {0};
+        event.events = EPOLLIN | EPOLLRDHUP;
+        event.data.u64 = key_of(c);
+        epoll_ctl(t->epoll_fd, EPOLL_CTL_MOD, c->fd, &event);
+        c->paused = 0;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+#else /* no epoll: the loop reads (mlpe_rxthread.h) */
+
+#ifndef EOPNOTSUPP
+#define EOPNOTSUPP 95
+#endif
+
+struct mlpe_rxthread {
+    int unused;
+};
+
+mlpe_rxthread *mlpe_rxthread_start(int *error) {
+    *error = -EOPNOTSUPP;
+    return NULL;
+}
+
+void mlpe_rxthread_stop(mlpe_rxthread *t) {
+    (void)t;
+}
+
+int mlpe_rxthread_wake_fd(const mlpe_rxthread *t) {
+    (void)t;
+    return -1;
+}
+
+int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c) {
+    (void)t;
+    (void)c;
+    return -EOPNOTSUPP;
+}
+
+void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c) {
+    (void)t;
+    (void)c;
+}
+
+mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t) {
+    (void)t;
+    return NULL;
+}
+
+int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch) {
+    (void)t;
+    (void)c;
+    (void)batch;
+    return -EOPNOTSUPP;
+}
+
+#endif

@@ -1,0 +1,92 @@
+/*
+ * mlpe_rxthread.h -- a receive thread: sockets read as data arrives, without
+ * waiting for the interpreter.
+ *
+ * A kernel receive stamp belongs to the newest data of a read, and TCP merges
+ * segments that wait in a socket (mlpe_rxstamp.h K2).  When the event loop
+ * is late -- another Python thread holds the interpreter, the loop is busy
+ * with thousands of streams -- the first token waits behind the second and
+ * takes its stamp.  This thread reads every registered socket as soon as
+ * data arrives, with the interpreter's lock never taken, so each token is
+ * read (and stamped) on its own; the loop later takes what was read, read
+ * by read, each with its kernel stamp and its read stamp.
+ *
+ * Rules:
+ *  T1. One thread per mlpe_rxthread, started by mlpe_rxthread_start and
+ *      ended by mlpe_rxthread_stop (which joins it).  wake_fd becomes
+ *      readable when some connection has something to take: the loop
+ *      watches it and calls mlpe_rxthread_take_ready.
+ *  T2. mlpe_rxthread_add registers a connection (its socket non-blocking,
+ *      receive stamps already asked for).  The thread reads it until EAGAIN
+ *      on every readiness and appends one chunk per read: its bytes, its
+ *      kernel stamp (CLOCK_REALTIME, 0 if none) and its read stamp
+ *      (CLOCK_MONOTONIC).  The end of the stream and a read error are kept
+ *      after the chunks (eof, error) and the socket is no longer watched.
+ *  T3. At most MLPE_RXCONN_MAX_PENDING bytes wait per connection; past that
+ *      the socket is not watched until the loop takes them (back-pressure
+ *      goes back to TCP's window, as with a loop that reads late).
+ *  T4. mlpe_rxthread_take swaps a connection's chunks into the caller's
+ *      mlpe_rxbatch (the loop's own copy, read without the lock).
+ *  T5. mlpe_rxthread_remove unregisters a connection; once it returns the
+ *      thread never touches the connection again and the caller may free
+ *      it (connections are found through a slot table and a generation
+ *      under the lock, never through a pointer an epoll event carried).
+ *  T6. Every function but the thread's own body is called from one thread
+ *      (the loop's); the lock orders it with the receive thread.
+ *
+ * Linux only (epoll, eventfd); mlpe_rxthread_start fails elsewhere with
+ * -EOPNOTSUPP and the engine reads on the loop as before.
+ */
+#ifndef MLPE_RXTHREAD_H
+#define MLPE_RXTHREAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MLPE_RXCONN_MAX_PENDING (4u << 20)
+
+typedef struct {
+    uint32_t len;
+    int64_t t_realtime; /* the kernel's stamp, 0 if none */
+    int64_t t_read;
+} mlpe_rxchunk;
+
+/* What the loop takes: bytes and the chunks that split them. */
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+    mlpe_rxchunk *chunks;
+    size_t n_chunks, cap_chunks;
+    int eof;   /* the stream ended after the chunks */
+    int error; /* errno of a failed read after the chunks, else 0 */
+} mlpe_rxbatch;
+
+typedef struct mlpe_rxconn mlpe_rxconn;
+struct mlpe_rxconn {
+    int fd;
+    uint32_t slot, generation;
+    void *owner; /* the loop's object for this connection */
+    mlpe_rxbatch pending;
+    int watched, paused, queued;
+    mlpe_rxconn *next_ready;
+};
+
+typedef struct mlpe_rxthread mlpe_rxthread;
+
+/* NULL with *error set to a negative errno when the thread cannot start. */
+mlpe_rxthread *mlpe_rxthread_start(int *error);
+void mlpe_rxthread_stop(mlpe_rxthread *t); /* also frees t */
+int mlpe_rxthread_wake_fd(const mlpe_rxthread *t);
+
+void mlpe_rxconn_init(mlpe_rxconn *c, int fd, void *owner);
+int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c);      /* 0 or -errno */
+void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c);  /* T5 */
+void mlpe_rxconn_free(mlpe_rxconn *c);                        /* after remove */
+
+/* T1: the connections with something to take, linked by next_ready. */
+mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t);
+/* T4: batch's storage is reused; returns 0 or -ENOMEM. */
+int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch);
+void mlpe_rxbatch_free(mlpe_rxbatch *b);
+
+#endif /* MLPE_RXTHREAD_H */
