@@ -10,6 +10,8 @@
 #                      build (Linux, gcc)
 #   make fuzz          every C decoder for FUZZ_SECONDS each, gcc + ASan/UBSan
 #   make fuzz-libfuzzer  the same drivers under libFuzzer (needs clang)
+#   make stress        the receive thread's stress run (csrc/stress/), gcc + TSan,
+#                      then gcc + ASan/UBSan
 #   make typecheck     mypy (strict; configuration in pyproject.toml)
 #   make lint          ruff check + ruff format --check
 #   make format        apply ruff's formatting and safe fixes
@@ -47,8 +49,17 @@ FUZZ_SRC_response := csrc/mlpe_h1.c csrc/mlpe_sse.c csrc/mlpe_oai.c csrc/mlpe_re
 FUZZ_SRC_h2 := csrc/mlpe_h2.c $(FUZZ_SRC_response)
 FUZZ_DEPS := csrc/fuzz/fuzz_common.h $(wildcard csrc/*.h)
 
+# Stress: csrc/stress/stress_rxthread.c drives the receive thread over
+# loopback TCP.  STRESS_ARGS go to it (-t SECONDS -s SEED -n CONNS -w WRITERS).
+STRESS_BUILD ?= csrc/stress/build
+STRESS_CC ?= gcc
+STRESS_CFLAGS ?= -std=c99 -O1 -g -Wall -Wextra -Wno-unused-parameter -fno-omit-frame-pointer -pthread
+STRESS_ARGS ?=
+STRESS_SRC := csrc/stress/stress_rxthread.c csrc/mlpe_rxthread.c csrc/mlpe_rxstamp.c
+STRESS_DEPS := csrc/mlpe_rxthread.h csrc/mlpe_rxstamp.h csrc/mlpe_clock.h
+
 .PHONY: all compile debug test test-py test-asan fuzz fuzz-build fuzz-libfuzzer \
-	typecheck lint format bench clean
+	stress stress-build typecheck lint format bench clean
 
 all: compile
 
@@ -78,7 +89,7 @@ test-asan:
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	PYTHONMALLOC=malloc LD_PRELOAD="$(ASAN_PRELOAD)" PYTHONPATH=$(ASAN_LIB) \
 		$(PYTEST) tests/unit tests/integration/test_faults.py tests/integration/test_client_h2.py \
-			-p no:cacheprovider
+			tests/integration/test_kernel_stamps.py -p no:cacheprovider
 
 # --- fuzzing ---------------------------------------------------------------
 #
@@ -135,6 +146,33 @@ fuzz-libfuzzer: $(FUZZERS:%=$(FUZZ_BUILD)/libfuzzer_%)
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz-libfuzzer: crashed:$$failed (inputs in $(FUZZ_BUILD)/)" >&2; exit 1; fi
 
+# --- stress ----------------------------------------------------------------
+#
+# `make stress` builds csrc/stress/stress_rxthread.c with the receive thread
+# twice -- ThreadSanitizer, then AddressSanitizer + UBSan -- and runs each
+# build (a few seconds).  Both run even when the first fails.
+
+$(STRESS_BUILD)/stress_rxthread_tsan: $(STRESS_SRC) $(STRESS_DEPS)
+	@mkdir -p $(STRESS_BUILD)
+	$(STRESS_CC) $(STRESS_CFLAGS) -fsanitize=thread $(STRESS_SRC) -o $@
+
+$(STRESS_BUILD)/stress_rxthread_asan: $(STRESS_SRC) $(STRESS_DEPS)
+	@mkdir -p $(STRESS_BUILD)
+	$(STRESS_CC) $(STRESS_CFLAGS) -fsanitize=address,undefined -fno-sanitize-recover=all \
+		$(STRESS_SRC) -o $@
+
+stress-build: $(STRESS_BUILD)/stress_rxthread_tsan $(STRESS_BUILD)/stress_rxthread_asan
+
+stress: stress-build
+	@failed=""; \
+	echo "== stress rxthread (gcc, TSan)"; \
+	TSAN_OPTIONS=second_deadlock_stack=1 $(STRESS_BUILD)/stress_rxthread_tsan $(STRESS_ARGS) \
+		|| failed="$$failed tsan"; \
+	echo "== stress rxthread (gcc, ASan+UBSan)"; \
+	ASAN_OPTIONS=abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		$(STRESS_BUILD)/stress_rxthread_asan $(STRESS_ARGS) || failed="$$failed asan"; \
+	if [ -n "$$failed" ]; then echo "stress: failed under:$$failed" >&2; exit 1; fi
+
 # --- checks ----------------------------------------------------------------
 
 typecheck:
@@ -155,7 +193,7 @@ bench: compile
 
 clean:
 	rm -rf build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis \
-		.benchmarks $(FUZZ_BUILD)
+		.benchmarks $(FUZZ_BUILD) $(STRESS_BUILD)
 	find src -name '*.so' -delete -o -name '*.pyd' -delete -o -name '*_c.c' -delete \
 		-o -name '*_c.html' -delete -o -name __pycache__ -prune -exec rm -rf {} +
 	find tests bench -name __pycache__ -prune -exec rm -rf {} +

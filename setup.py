@@ -54,8 +54,6 @@ NATIVE_MODULES: dict[str, list[str]] = {
         "csrc/mlpe_sse.c",
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
-        "csrc/mlpe_rxstamp.c",
-        "csrc/mlpe_rxthread.c",
     ],
     # The de-framer feeds the streams' decoders in C, so it links the
     # response units too.
@@ -66,6 +64,9 @@ NATIVE_MODULES: dict[str, list[str]] = {
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
     ],
+    # Kernel receive stamps and the receive thread; the read cores of both
+    # protocols subclass its SocketReader.
+    "mlpe_fast.engine._receive_c": ["csrc/mlpe_rxstamp.c", "csrc/mlpe_rxthread.c"],
     # The HTTP/2 read path runs the de-framer through DataDeframer's C method
     # (one call per feed) and reads its outputs in place: no C unit of its own.
     "mlpe_fast.engine._h2_reader_c": [],

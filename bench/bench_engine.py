@@ -46,11 +46,11 @@ def body(tokens: int) -> dict[str, Any]:
     }
 
 
-async def run_mlpe_fast(url: str, tokens: int, http2: bool = False) -> int:
+async def run_mlpe_fast(url: str, tokens: int, **options: Any) -> int:
     from mlpe_fast.engine import Client
 
     events = 0
-    async with Client(url, http2=http2) as client:
+    async with Client(url, **options) as client:
         done = asyncio.Event()
         issued = 0
         completed = 0
@@ -130,8 +130,20 @@ async def run_mlpe_fast_h2c(url: str, tokens: int) -> int:
     return await run_mlpe_fast(url, tokens, http2=True)
 
 
+async def run_mlpe_fast_loop_reads(url: str, tokens: int) -> int:
+    """Kernel stamps, read on the event loop (no receive thread)."""
+    return await run_mlpe_fast(url, tokens, receive_thread=False)
+
+
+async def run_mlpe_fast_read_stamps(url: str, tokens: int) -> int:
+    """Read-time stamps through the loop's own transport."""
+    return await run_mlpe_fast(url, tokens, kernel_stamps=False)
+
+
 CLIENTS = {
     "mlpe-fast": run_mlpe_fast,
+    "mlpe-fast, kernel stamps read on the loop": run_mlpe_fast_loop_reads,
+    "mlpe-fast, read-time stamps": run_mlpe_fast_read_stamps,
     "mlpe-fast h2c": run_mlpe_fast_h2c,
     "aiohttp": run_aiohttp,
 }

@@ -19,28 +19,6 @@
 #define READ_SPACE (64u << 10)
 #define STOP_EVENT UINT64_MAX
 
-static int reserve(mlpe_rxbatch *b, size_t bytes) {
-    if (b->cap - b->len < bytes) {
-        size_t cap = b->cap ? b->cap : READ_SPACE;
-        while (cap - b->len < bytes)
-            cap *= 2;
-        uint8_t *data = realloc(b->data, cap);
-        if (!data)
-            return -ENOMEM;
-        b->data = data;
-        b->cap = cap;
-    }
-    if (b->n_chunks == b->cap_chunks) {
-        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : 16;
-        mlpe_rxchunk *chunks = realloc(b->chunks, cap * sizeof *chunks);
-        if (!chunks)
-            return -ENOMEM;
-        b->chunks = chunks;
-        b->cap_chunks = cap;
-    }
-    return 0;
-}
-
 void mlpe_rxbatch_free(mlpe_rxbatch *b) {
     free(b->data);
     free(b->chunks);
@@ -63,6 +41,28 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+static int reserve(mlpe_rxbatch *b, size_t bytes) {
+    if (b->cap - b->len < bytes) {
+        size_t cap = b->cap ? b->cap : READ_SPACE;
+        while (cap - b->len < bytes)
+            cap *= 2;
+        uint8_t *data = realloc(b->data, cap);
+        if (!data)
+            return -ENOMEM;
+        b->data = data;
+        b->cap = cap;
+    }
+    if (b->n_chunks == b->cap_chunks) {
+        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : 16;
+        mlpe_rxchunk *chunks = realloc(b->chunks, cap * sizeof *chunks);
+        if (!chunks)
+            return -ENOMEM;
+        b->chunks = chunks;
+        b->cap_chunks = cap;
+    }
+    return 0;
+}
+
 struct mlpe_rxthread {
     pthread_t thread;
     int epoll_fd, wake_fd, stop_fd;
@@ -79,9 +79,18 @@ static uint64_t key_of(const mlpe_rxconn *c) {
 
 static void unwatch(mlpe_rxthread *t, mlpe_rxconn *c) {
     if (c->watched) {
-        epoll_ctl(t->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
+        if (!c->paused) /* a paused socket has left the set already (T3) */
+            epoll_ctl(t->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         c->watched = 0;
+        c->paused = 0;
     }
+}
+
+static int watch(mlpe_rxthread *t, mlpe_rxconn *c, int op) {
+    struct epoll_event event = {0};
+    event.events = EPOLLIN | EPOLLRDHUP;
+    event.data.u64 = key_of(c);
+    return epoll_ctl(t->epoll_fd, op, c->fd, &event);
 }
 
 /* T2, T3: one read of c (level-triggered epoll reports it again while more
@@ -89,9 +98,7 @@ static void unwatch(mlpe_rxthread *t, mlpe_rxconn *c) {
 static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
     mlpe_rxbatch *b = &c->pending;
     if (b->len >= MLPE_RXCONN_MAX_PENDING) {
-        struct epoll_event none = {0};
-        none.data.u64 = key_of(c);
-        epoll_ctl(t->epoll_fd, EPOLL_CTL_MOD, c->fd, &none);
+        epoll_ctl(t->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         c->paused = 1;
         return 0;
     }
@@ -148,9 +155,9 @@ static void *run(void *arg) {
                 continue; /* T5: removed (or replaced) since epoll_wait */
             if (read_one(t, c) && !c->queued) {
                 c->queued = 1;
-                c->next_ready = NULL;
+                c->next_queued = NULL;
                 if (t->ready_tail)
-                    t->ready_tail->next_ready = c;
+                    t->ready_tail->next_queued = c;
                 else
                     t->ready_head = c;
                 t->ready_tail = c;
@@ -242,10 +249,7 @@ int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c) {
     }
     c->slot = slot;
     c->generation = ++t->next_generation;
-    struct epoll_event event = {0};
-    event.events = EPOLLIN | EPOLLRDHUP;
-    event.data.u64 = key_of(c);
-    if (epoll_ctl(t->epoll_fd, EPOLL_CTL_ADD, c->fd, &event) != 0) {
+    if (watch(t, c, EPOLL_CTL_ADD) != 0) {
         result = -errno;
         goto done;
     }
@@ -265,13 +269,13 @@ void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c) {
             mlpe_rxconn *prev = NULL, *at = t->ready_head;
             while (at && at != c) {
                 prev = at;
-                at = at->next_ready;
+                at = at->next_queued;
             }
             if (at) {
                 if (prev)
-                    prev->next_ready = c->next_ready;
+                    prev->next_queued = c->next_queued;
                 else
-                    t->ready_head = c->next_ready;
+                    t->ready_head = c->next_queued;
                 if (t->ready_tail == c)
                     t->ready_tail = prev;
             }
@@ -287,8 +291,13 @@ mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t) {
     (void)got; /* EAGAIN: a wake-up already consumed, the list says the rest */
     pthread_mutex_lock(&t->lock);
     mlpe_rxconn *ready = t->ready_head;
-    for (mlpe_rxconn *c = ready; c; c = c->next_ready)
+    /* The caller's list: next_ready is written here, under the lock, and
+     * read by the caller alone; the thread may queue a connection again at
+     * once, on next_queued (T1). */
+    for (mlpe_rxconn *c = ready; c; c = c->next_queued) {
         c->queued = 0;
+        c->next_ready = c->next_queued;
+    }
     t->ready_head = t->ready_tail = NULL;
     pthread_mutex_unlock(&t->lock);
     return ready;
@@ -304,11 +313,14 @@ int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch) {
     c->pending = *batch;
     *batch = taken;
     if (c->paused && c->watched) { /* T3: room again */
-        struct epoll_event event = {0};
-        event.events = EPOLLIN | EPOLLRDHUP;
-        event.data.u64 = key_of(c);
-        epoll_ctl(t->epoll_fd, EPOLL_CTL_MOD, c->fd, &event);
-        c->paused = 0;
+        if (watch(t, c, EPOLL_CTL_ADD) == 0) {
+            c->paused = 0;
+        } else { /* cannot watch it again: the loop hears it as a read error */
+            if (!batch->eof && !batch->error)
+                batch->error = errno ? errno : EIO;
+            c->watched = 0;
+            c->paused = 0;
+        }
     }
     pthread_mutex_unlock(&t->lock);
     return 0;

@@ -22,9 +22,11 @@
  *      kernel stamp (CLOCK_REALTIME, 0 if none) and its read stamp
  *      (CLOCK_MONOTONIC).  The end of the stream and a read error are kept
  *      after the chunks (eof, error) and the socket is no longer watched.
- *  T3. At most MLPE_RXCONN_MAX_PENDING bytes wait per connection; past that
- *      the socket is not watched until the loop takes them (back-pressure
- *      goes back to TCP's window, as with a loop that reads late).
+ *  T3. At most MLPE_RXCONN_MAX_PENDING bytes (plus one read) wait per
+ *      connection; past that the socket leaves the epoll set until the loop
+ *      takes them (back-pressure goes back to TCP's window, as with a loop
+ *      that reads late).  Leaving the set, not an empty event mask: epoll
+ *      reports a reset socket's EPOLLERR and EPOLLHUP whatever the mask.
  *  T4. mlpe_rxthread_take swaps a connection's chunks into the caller's
  *      mlpe_rxbatch (the loop's own copy, read without the lock).
  *  T5. mlpe_rxthread_remove unregisters a connection; once it returns the
@@ -68,7 +70,8 @@ struct mlpe_rxconn {
     void *owner; /* the loop's object for this connection */
     mlpe_rxbatch pending;
     int watched, paused, queued;
-    mlpe_rxconn *next_ready;
+    mlpe_rxconn *next_queued; /* the thread's list, under the lock */
+    mlpe_rxconn *next_ready;  /* the list take_ready returned, the loop's own */
 };
 
 typedef struct mlpe_rxthread mlpe_rxthread;
@@ -83,7 +86,8 @@ int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c);      /* 0 or -errno */
 void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c);  /* T5 */
 void mlpe_rxconn_free(mlpe_rxconn *c);                        /* after remove */
 
-/* T1: the connections with something to take, linked by next_ready. */
+/* T1: the connections with something to take, linked by next_ready; the
+ * list is the caller's (the thread links its own list by next_queued). */
 mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t);
 /* T4: batch's storage is reused; returns 0 or -ENOMEM. */
 int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch);

@@ -232,7 +232,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             (YAML ``mlpe_fast.ca_bundle``); None: the system's.
         insecure: skip TLS certificate verification (YAML
             ``settings.client.insecure``, as in the reference).
-        receive_stamps: "kernel" stamps cleartext HTTP/1.1 reads with the
+        receive_stamps: "kernel" stamps cleartext reads (HTTP/1.1, h2c) with the
             kernel's arrival stamps where it gives them (Linux); "read"
             stamps every read as it is read (YAML
             ``mlpe_fast.receive_stamps``).

@@ -628,8 +628,13 @@ def warmed(cfg_options: dict[str, Any], queries: int = 0) -> tuple[int, int, int
 
 
 async def create_with_stand_ins(cfg: Any) -> Any:
+    """``create`` with the stand-in types: a failed warm-up closes the client."""
     client = EngineEndpointClient(cfg, asyncio.get_running_loop(), types=STAND_IN_TYPES)
-    client.warmed = await client.warm_up()  # type: ignore[attr-defined]
+    try:
+        client.warmed = await client.warm_up()  # type: ignore[attr-defined]
+    except BaseException:
+        await client.shutdown_async()
+        raise
     return client
 
 

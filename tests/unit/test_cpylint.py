@@ -6,7 +6,8 @@ enforce.
 * Every ``mlpe_<x>_init`` a header declares has a matching ``mlpe_<x>_free``,
   so that every owner of memory has a documented way to release it.
 * The core never prints or ends the process: no printf family, puts,
-  perror, exit or abort outside csrc/fuzz/ (errors are returned as codes).
+  perror, exit or abort outside the test programs in csrc/fuzz/ and
+  csrc/stress/ (errors are returned as codes).
 * Every header has an include guard.
 * Every C unit is compiled by some extension in setup.py.
 
@@ -48,10 +49,15 @@ def strip_comments(text: str, *, keep_strings: bool = False) -> str:
     return _TOKENS.sub(blank, text)
 
 
+# Folders of csrc/ that hold test programs (fuzz drivers, stress tests), not the core.
+TEST_PROGRAMS = ("fuzz", "stress")
+
+
 def c_files(*patterns: str, fuzz: bool = True) -> list[Path]:
+    """The C files under csrc/; ``fuzz=False`` leaves the test programs out."""
     files = sorted({p for pattern in patterns for p in CSRC.rglob(pattern)})
     if not fuzz:
-        files = [p for p in files if "fuzz" not in p.relative_to(CSRC).parts]
+        files = [p for p in files if p.relative_to(CSRC).parts[0] not in TEST_PROGRAMS]
     return [p for p in files if "build" not in p.relative_to(CSRC).parts]
 
 

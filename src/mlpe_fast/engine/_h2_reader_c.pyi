@@ -1,10 +1,10 @@
 from typing import Any
 
 from ..wire._h2_c import DataDeframer
+from ._receive_c import SocketReader
 
-class H2ReadCore:
+class H2ReadCore(SocketReader):
     transport: Any
-    last_read_ns: int
     closed: bool
     @property
     def deframer(self) -> DataDeframer: ...

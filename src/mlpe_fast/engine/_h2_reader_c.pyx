@@ -7,15 +7,13 @@ streams' decoders; Python runs only for what the de-framer hands back
 Behaviour is specified by the twin, ``_h2_reader_py.py``.
 """
 
-from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t, uint8_t
 
+from mlpe_fast.engine._receive_c cimport SocketReader
 from mlpe_fast.wire._ch2 cimport mlpe_h2_deframer
 from mlpe_fast.wire._h2_c cimport DataDeframer
 from mlpe_fast.wire._response_c cimport ResponseDecoder
-
-from ._reader_py import READ_SIZE
 
 __all__ = ("H2ReadCore",)
 
@@ -24,17 +22,13 @@ cdef extern from "mlpe_clock.h" nogil:
     int64_t mlpe_monotonic_ns()
 
 
-cdef class H2ReadCore:
+cdef class H2ReadCore(SocketReader):
     """Stamps reads and de-frames DATA for the registered streams (see the
     twin for the contract and the hooks)."""
 
     cdef readonly DataDeframer deframer
     cdef public object transport
-    cdef public int64_t last_read_ns
     cdef public bint closed
-    cdef bytearray _buffer
-    cdef object _view
-    cdef const uint8_t *_data
 
     def __init__(self, max_frame_size, connection_window, stream_window):
         self.deframer = DataDeframer(
@@ -42,10 +36,6 @@ cdef class H2ReadCore:
             connection_window=connection_window,
             stream_window=stream_window,
         )
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
-        # The bytearray is never resized, so its storage stays put.
-        self._data = <const uint8_t *>PyByteArray_AS_STRING(self._buffer)
         self.transport = None
         self.last_read_ns = 0
         self.closed = False  # set by the owner; a closed connection reads no further
@@ -61,19 +51,23 @@ cdef class H2ReadCore:
         return self._view
 
     def buffer_updated(self, Py_ssize_t nbytes):
+        cdef int64_t t_ns = mlpe_monotonic_ns()
+        self._feed(self._data, <size_t>nbytes, t_ns, t_ns, False)
+
+    cdef _feed(self, const uint8_t *data, size_t n, int64_t t_ns, int64_t t_read, bint kernel):
+        """One read (see the twin)."""
         cdef DataDeframer deframer = self.deframer
         cdef mlpe_h2_deframer *d = &deframer._d
         cdef size_t pos = 0
-        cdef size_t n = <size_t>nbytes
         cdef size_t i
-        cdef int64_t t_ns
         cdef list events
         if self.closed:
             return
-        t_ns = mlpe_monotonic_ns()
-        self.last_read_ns = t_ns
+        self.last_read_ns = t_read
+        self.last_read_kernel = kernel
+        self._floor = t_ns
         while True:
-            pos += <size_t>deframer._feed(self._data + pos, n - pos, t_ns)
+            pos += <size_t>deframer._feed(data + pos, n - pos, t_ns)
             if d.n_events:
                 # Taken before any hook runs, as the twin's take_events().
                 events = [(d.events[i].stream_id, d.events[i].flags) for i in range(d.n_events)]

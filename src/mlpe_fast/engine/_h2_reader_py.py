@@ -15,17 +15,19 @@ from __future__ import annotations
 from typing import Any
 
 from ..wire._h2_py import DataDeframer
-from ._reader_py import READ_SIZE, monotonic_ns
+from ._reader_py import monotonic_ns
+from ._receive_py import SocketReader
 
 __all__ = ("H2ReadCore",)
 
 
-class H2ReadCore:
+class H2ReadCore(SocketReader):
     """Stamps reads and de-frames DATA for the registered streams.
 
     The owner sets ``transport`` once connected; the event loop calls
-    :meth:`get_buffer` / :meth:`buffer_updated`; the core calls back, in the
-    order the input holds them:
+    :meth:`get_buffer` / :meth:`buffer_updated` (or, on a socket of its own,
+    ``read_socket``: :class:`~._receive_py.SocketReader`); the core calls
+    back, in the order the input holds them:
 
     * ``self.on_stream_event(stream_id, flags, t_ns)`` for each de-framer
       event (``FIRST``/``DONE``/``ERROR`` of :mod:`mlpe_fast.wire._h2_py`);
@@ -35,7 +37,9 @@ class H2ReadCore:
 
     Once a hook has set ``closed``, the rest of the read is dropped: no
     further hook runs and no WINDOW_UPDATE is written; a closed core ignores
-    later reads.
+    later reads.  While a hook runs, ``last_read_ns`` is when the data was
+    read and ``last_read_kernel`` whether ``t_ns`` is the kernel's arrival
+    stamp of it.
     """
 
     def __init__(self, max_frame_size: int, connection_window: int, stream_window: int) -> None:
@@ -44,10 +48,8 @@ class H2ReadCore:
             connection_window=connection_window,
             stream_window=stream_window,
         )
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
+        SocketReader.__init__(self)
         self.transport: Any = None
-        self.last_read_ns = 0
         self.closed = False  # set by the owner; a closed connection reads no further
 
     def register(self, stream_id: int, decoder: Any) -> None:
@@ -61,12 +63,18 @@ class H2ReadCore:
         return self._view
 
     def buffer_updated(self, nbytes: int) -> None:
+        t_ns = monotonic_ns()
+        self._feed(self._view[:nbytes], t_ns, t_ns, False)
+
+    def _feed(self, data: Any, t_ns: int, t_read: int, kernel: bool) -> None:
         if self.closed:
             return
-        t_ns = monotonic_ns()
-        self.last_read_ns = t_ns
+        self.last_read_ns = t_read
+        self.last_read_kernel = kernel
+        self._floor = t_ns
         deframer = self.deframer
-        view = self._view[:nbytes]
+        view = memoryview(data)
+        nbytes = len(view)
         pos = 0
         while True:
             pos += deframer.feed(view[pos:], t_ns)

@@ -1,45 +1,20 @@
-import socket
 from typing import Any
 
+from ._receive_c import SocketReader
+
 READ_SIZE: int
-RESAMPLE_NS: int
 
 def monotonic_ns() -> int: ...
 
-class ArrivalClock:
-    offset_ns: int
-    error_ns: int
-    sampled_at: int
-    steps: int
-    last_step_ns: int
-    def __init__(self) -> None: ...
-    def sample(self) -> None: ...
-    def arrival(self, t_realtime: int, t_read: int, floor: int) -> int: ...
-
-class ReceiveThread:
-    wake_fd: int
-    running: bool
-    def __init__(self) -> None: ...
-    def dispatch(self) -> None: ...
-    def stop(self) -> None: ...
-
-class ReadCore:
+class ReadCore(SocketReader):
     decoder: Any
     t_issue: int
-    last_read_ns: int
     want_first_token: bool
     first_read_ns: int
     done_read_ns: int
     kernel_first: bool
     kernel_done: bool
-    on_received: Any
-    threaded: bool
     def __init__(self, decoder_options: dict[str, Any]) -> None: ...
-    def attach_socket(
-        self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
-    ) -> bool: ...
-    def detach_socket(self) -> None: ...
-    def read_socket(self) -> int: ...
     def begin(self, transport: Any, request: bytes, want_first_token: bool) -> int: ...
     def get_buffer(self, sizehint: int) -> memoryview: ...
     def buffer_updated(self, nbytes: int) -> None: ...

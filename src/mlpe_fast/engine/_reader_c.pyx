@@ -3,19 +3,13 @@
 response decoder in C (``csrc/mlpe_response.h``); Python runs only at the
 first token (when asked) and at the end of a response.
 
-Behaviour is specified by the twin, ``_reader_py.py``; the kernel's receive
-stamps (``read_socket``) are ``csrc/mlpe_rxstamp.h``'s and the receive
-thread ``csrc/mlpe_rxthread.h``'s.
+Behaviour is specified by the twin, ``_reader_py.py``; reading a socket of
+its own with kernel stamps is the base's, ``_receive_c.SocketReader``.
 """
 
-import errno
-import os
+from libc.stdint cimport int64_t, uint8_t
 
-from cpython.bytearray cimport PyByteArray_AS_STRING
-from cpython.ref cimport Py_DECREF, Py_INCREF
-from libc.stdint cimport int64_t, uint8_t, uint32_t
-from libc.string cimport memset
-
+from mlpe_fast.engine._receive_c cimport SocketReader
 from mlpe_fast.wire._cresponse cimport (
     MLPE_RESPONSE_DONE,
     MLPE_RESPONSE_ERROR,
@@ -26,69 +20,13 @@ from mlpe_fast.wire._cresponse cimport (
 from mlpe_fast.wire._response_c cimport ResponseDecoder
 
 from ..errors import error_from_code
+from ._receive_c import READ_SIZE
 
-__all__ = ("READ_SIZE", "ArrivalClock", "ReadCore", "ReceiveThread", "monotonic_ns")
+__all__ = ("READ_SIZE", "ReadCore", "monotonic_ns")
 
 
 cdef extern from "mlpe_clock.h" nogil:
     int64_t mlpe_monotonic_ns()
-
-
-cdef extern from "mlpe_rxstamp.h" nogil:
-    ctypedef struct mlpe_clockmap:
-        int64_t offset_ns
-        int64_t error_ns
-        int64_t sampled_at
-        int64_t steps
-        int64_t last_step_ns
-
-    int mlpe_rxstamp_enable(int fd)
-    int64_t mlpe_rxstamp_recv(int fd, uint8_t *buf, size_t cap, int64_t *t_realtime_ns)
-    void mlpe_clockmap_sample(mlpe_clockmap *m)
-    int64_t mlpe_clockmap_monotonic(const mlpe_clockmap *m, int64_t t_realtime_ns)
-
-
-cdef extern from "mlpe_rxthread.h" nogil:
-    ctypedef struct mlpe_rxchunk:
-        uint32_t len
-        int64_t t_realtime
-        int64_t t_read
-
-    ctypedef struct mlpe_rxbatch:
-        uint8_t *data
-        size_t len
-        mlpe_rxchunk *chunks
-        size_t n_chunks
-        int eof
-        int error
-
-    ctypedef struct mlpe_rxconn:
-        void *owner
-        mlpe_rxconn *next_ready
-
-    ctypedef struct mlpe_rxthread:
-        pass
-
-    mlpe_rxthread *mlpe_rxthread_start(int *error)
-    void mlpe_rxthread_stop(mlpe_rxthread *t)
-    int mlpe_rxthread_wake_fd(const mlpe_rxthread *t)
-    void mlpe_rxconn_init(mlpe_rxconn *c, int fd, void *owner)
-    int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c)
-    void mlpe_rxthread_remove(mlpe_rxthread *t, mlpe_rxconn *c)
-    void mlpe_rxconn_free(mlpe_rxconn *c)
-    mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t)
-    int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch)
-    void mlpe_rxbatch_free(mlpe_rxbatch *b)
-
-
-# As in the twin: how often the clock mapping is re-sampled (K4).
-RESAMPLE_NS = 1_000_000_000
-cdef int64_t _RESAMPLE_NS = RESAMPLE_NS
-cdef int _EAGAIN = errno.EAGAIN
-
-
-# As in the twin: a read drains what the kernel holds for the socket.
-READ_SIZE = 256 << 10
 
 
 def monotonic_ns():
@@ -96,226 +34,26 @@ def monotonic_ns():
     return mlpe_monotonic_ns()
 
 
-cdef class ArrivalClock:
-    """Maps kernel receive stamps onto the monotonic clock (see the twin)."""
-
-    cdef mlpe_clockmap _m
-
-    def __init__(self):
-        self._m.sampled_at = 0
-        self._m.steps = 0
-        self._m.last_step_ns = 0
-        mlpe_clockmap_sample(&self._m)
-
-    @property
-    def offset_ns(self):
-        return self._m.offset_ns
-
-    @property
-    def error_ns(self):
-        return self._m.error_ns
-
-    @property
-    def sampled_at(self):
-        return self._m.sampled_at
-
-    @property
-    def steps(self):
-        return self._m.steps
-
-    @property
-    def last_step_ns(self):
-        return self._m.last_step_ns
-
-    def sample(self):
-        mlpe_clockmap_sample(&self._m)
-
-    def arrival(self, int64_t t_realtime, int64_t t_read, int64_t floor):
-        return self._arrival(t_realtime, t_read, floor)
-
-    cdef int64_t _arrival(self, int64_t t_realtime, int64_t t_read, int64_t floor):
-        if t_read - self._m.sampled_at > _RESAMPLE_NS:
-            mlpe_clockmap_sample(&self._m)
-        cdef int64_t t_ns = mlpe_clockmap_monotonic(&self._m, t_realtime)
-        if t_ns > t_read + self._m.error_ns or t_ns < floor - self._m.error_ns:
-            # Impossible unless the wall clock moved since the last sample.
-            mlpe_clockmap_sample(&self._m)
-            t_ns = mlpe_clockmap_monotonic(&self._m, t_realtime)
-        if t_ns > t_read:
-            t_ns = t_read
-        if t_ns < floor:
-            t_ns = floor
-        return t_ns
-
-
-cdef class ReceiveThread:
-    """A thread that reads registered sockets as data arrives (see the twin)."""
-
-    cdef mlpe_rxthread *_t
-
-    def __cinit__(self):
-        self._t = NULL
-
-    def __init__(self):
-        cdef int error = 0
-        self._t = mlpe_rxthread_start(&error)
-        if self._t == NULL:
-            raise OSError(-error, os.strerror(-error))
-
-    @property
-    def wake_fd(self):
-        return mlpe_rxthread_wake_fd(self._t) if self._t != NULL else -1
-
-    @property
-    def running(self):
-        return self._t != NULL
-
-    def dispatch(self):
-        """The loop's callback on ``wake_fd``."""
-        if self._t == NULL:
-            return
-        cdef mlpe_rxconn *c = mlpe_rxthread_take_ready(self._t)
-        # Every owner is a registered ReadCore, which holds a reference to
-        # itself while registered; collect them before any of them runs.
-        owners = []
-        while c != NULL:
-            owners.append(<object>c.owner)
-            c = c.next_ready
-        for core in owners:
-            (<ReadCore>core)._received()
-
-    def stop(self):
-        """Ends the thread (joins it); registered connections read no more."""
-        cdef mlpe_rxthread *t = self._t
-        if t != NULL:
-            self._t = NULL
-            with nogil:
-                mlpe_rxthread_stop(t)
-
-    def __dealloc__(self):
-        if self._t != NULL:
-            mlpe_rxthread_stop(self._t)
-            self._t = NULL
-
-
-cdef class ReadCore:
+cdef class ReadCore(SocketReader):
     """Stamps reads and feeds one response decoder per request (see the
     twin for the contract)."""
 
     cdef readonly ResponseDecoder decoder
     cdef public int64_t t_issue
-    cdef public int64_t last_read_ns
     cdef public bint want_first_token
     cdef public int64_t first_read_ns
     cdef public int64_t done_read_ns
     cdef public bint kernel_first
     cdef public bint kernel_done
-    cdef int64_t _floor
-    cdef int _fd
-    cdef bint _kernel
-    cdef ArrivalClock _clock
-    cdef ReceiveThread _receiver
-    cdef bint _registered
-    cdef mlpe_rxconn _rx
-    cdef mlpe_rxbatch _batch
-    cdef public object on_received
     cdef object _decoder_options
-    cdef bytearray _buffer
-    cdef object _view
-    cdef const uint8_t *_data
-
-    def __cinit__(self):
-        memset(&self._rx, 0, sizeof(self._rx))
-        memset(&self._batch, 0, sizeof(self._batch))
-        self._registered = False
-
-    def __dealloc__(self):
-        # Never registered here: a registered core holds a reference to itself.
-        mlpe_rxconn_free(&self._rx)
-        mlpe_rxbatch_free(&self._batch)
 
     def __init__(self, dict decoder_options):
         self._decoder_options = decoder_options
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
-        # The bytearray is never resized, so its storage stays put.
-        self._data = <const uint8_t *>PyByteArray_AS_STRING(self._buffer)
         self.decoder = None
-        self._fd = -1
-        self._clock = None
 
-    def attach_socket(self, sock, ArrivalClock clock not None, ReceiveThread receiver=None):
-        """Reads will come from ``sock`` (see the twin); returns whether the
-        kernel agreed to stamp its data (K1)."""
-        self._fd = sock.fileno()
-        self._clock = clock
-        self._kernel = mlpe_rxstamp_enable(self._fd) == 0
-        if receiver is not None and receiver._t != NULL:
-            mlpe_rxconn_init(&self._rx, self._fd, <void *>self)
-            if mlpe_rxthread_add(receiver._t, &self._rx) == 0:
-                self._receiver = receiver
-                self._registered = True
-                Py_INCREF(self)
-        return self._kernel
-
-    @property
-    def threaded(self):
-        """Whether the receive thread reads this socket."""
-        return self._registered
-
-    def detach_socket(self):
-        """Stops the receive thread reading the socket (before it is closed)."""
-        if not self._registered:
-            return
-        self._registered = False
-        if self._receiver._t != NULL:
-            mlpe_rxthread_remove(self._receiver._t, &self._rx)
-        Py_DECREF(self)
-
-    cdef _received(self):
-        if self._registered and self.on_received is not None:
-            self.on_received()
-
-    def read_socket(self):
-        """One read from the attached socket, or what the receive thread read
-        (see the twin): the byte count, 0 at the end of the stream, or a
-        negative errno."""
-        if self._receiver is not None:
-            return self._take_received()
-        cdef int64_t t_realtime = 0
-        cdef int64_t n = mlpe_rxstamp_recv(self._fd, <uint8_t *>self._data, READ_SIZE, &t_realtime)
-        cdef int64_t t_read = mlpe_monotonic_ns()
-        if n <= 0:
-            return n
-        self._feed_read(self._data, <size_t>n, t_realtime, t_read)
-        return n
-
-    cdef _feed_read(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read):
-        cdef int64_t floor
-        if t_realtime != 0 and self._kernel:
-            floor = self._floor if self._floor > self.t_issue else self.t_issue
-            self._feed(data, n, self._clock._arrival(t_realtime, t_read, floor), t_read, True)
-        else:
-            self._feed(data, n, t_read, t_read, False)
-
-    cdef object _take_received(self):
-        if not self._registered or self._receiver._t == NULL:
-            return -_EAGAIN  # nothing will come
-        mlpe_rxthread_take(self._receiver._t, &self._rx, &self._batch)
-        cdef size_t offset = 0
-        cdef size_t i
-        cdef mlpe_rxchunk *chunk
-        for i in range(self._batch.n_chunks):
-            chunk = &self._batch.chunks[i]
-            self._feed_read(self._batch.data + offset, chunk.len, chunk.t_realtime, chunk.t_read)
-            offset += chunk.len
-            if not self._registered:  # closed by what the read completed
-                return offset
-        if self._batch.eof:
-            return 0
-        if self._batch.error:
-            return -self._batch.error
-        return offset if offset else -_EAGAIN
+    cdef int64_t _stamp_floor(self):
+        # The response's data came after its request was sent.
+        return self._floor if self._floor > self.t_issue else self.t_issue
 
     def begin(self, transport, bytes request, bint want_first_token):
         """Starts a response and writes the request; returns ``t_issue``."""
@@ -336,6 +74,7 @@ cdef class ReadCore:
         self._feed(self._data, <size_t>nbytes, t_ns, t_ns, False)
 
     cdef _feed(self, const uint8_t *data, size_t nbytes, int64_t t_ns, int64_t t_read, bint kernel):
+        """One read (see the twin)."""
         cdef ResponseDecoder decoder = self.decoder
         cdef unsigned flags
         cdef bint had_done

@@ -29,7 +29,8 @@ from collections.abc import Iterable
 import msgspec
 import numpy as np
 
-from ._reader import ArrivalClock, monotonic_ns
+from ._reader import monotonic_ns
+from ._receive import ArrivalClock
 from .record import RequestRecord
 
 __all__ = ("Audit", "LoopLagProbe", "audit_records")
@@ -205,8 +206,8 @@ def audit_records(
     done_lags = np.asarray(lag_done, dtype=np.int64)
     if arrival_clock is None:
         note = "kernel stamps off: --receive-stamps read"
-    elif tls_handshakes or http2_connections:
-        note = "kernel stamps apply to cleartext HTTP/1.1 only"
+    elif tls_handshakes:
+        note = "kernel stamps apply to cleartext connections only"
     else:
         note = "the kernel gave no receive stamps on this system"
     if stamped:

@@ -23,8 +23,8 @@ back to HTTP/1.1 when the server does not offer it).  ``https://``
 verifies the server's certificate against the system's trust store, or
 ``ca_bundle``; ``insecure=True`` skips verification.
 
-Stamps: on Linux, cleartext HTTP/1.1 connections read with the kernel's
-arrival stamps (``kernel_stamps``, on by default): a response's ``t_first``
+Stamps: on Linux, cleartext connections (HTTP/1.1 and h2c) read with the
+kernel's arrival stamps (``kernel_stamps``, on by default): a response's ``t_first``
 and ``t_done`` are when its data reached the machine, however busy the
 client was; the record keeps when it was read beside them.  A read carries
 the stamp of its newest data, so with the compiled core those connections
@@ -47,7 +47,8 @@ import msgspec
 
 from ..errors import MlpeError
 from ..wire.events import NO_RESPONSE
-from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
+from ._reader import monotonic_ns
+from ._receive import ArrivalClock
 from .connection import Exchange
 from .dial import DialError, Endpoint, probe, tls_context
 from .framing import RequestFraming
@@ -99,8 +100,8 @@ class Client:
         ca_bundle: a PEM file of the certificate authorities to trust for
             ``https://`` (default: the system's).
         insecure: do not verify the server's certificate.
-        kernel_stamps: stamp cleartext HTTP/1.1 reads with the kernel's
-            arrival stamps where it gives them (see the module doc).
+        kernel_stamps: stamp cleartext reads (HTTP/1.1 and h2c) with the
+            kernel's arrival stamps where it gives them (see the module doc).
         receive_thread: with ``kernel_stamps``, read those connections on a
             thread of their own (compiled core, Linux) so that every read
             is prompt whatever the interpreter is doing (see the module doc).
@@ -208,7 +209,8 @@ class Client:
             on_connect_failed=self._connect_failed,
             max_connections=self._max_connections,
             arrival_clock=ArrivalClock() if self.kernel_stamps else None,
-            receiver=self._start_receive_thread(),
+            # Over TLS the loop's transport reads (dial): no thread to start.
+            receive_thread=self.receive_thread and self._endpoint.tls is None,
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:
@@ -216,16 +218,6 @@ class Client:
             # read; a timer re-armed on every read would.
             period = min(max(min(timeouts) / 1e9 / 10, 0.01), 1.0)
             self._watchdog = asyncio.get_running_loop().create_task(self._watch(period))
-
-    def _start_receive_thread(self) -> ReceiveThread | None:
-        if not (self.kernel_stamps and self.receive_thread) or self._endpoint.tls is not None:
-            return None
-        if self.http2:
-            return None  # HTTP/2 connections read on the loop
-        try:
-            return ReceiveThread()
-        except OSError:  # no epoll here: the loop reads (and stamps) as before
-            return None
 
     async def check_reachable(self) -> None:
         """Opens one connection to the endpoint (TLS included) and closes it,

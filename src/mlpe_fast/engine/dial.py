@@ -10,11 +10,12 @@ Over TLS the server picks the protocol (ALPN, RFC 7301), so the protocol
 object is made only once the handshake is done; bytes the server sends in
 between (HTTP/2's SETTINGS come at once) are handed to it on arrival.
 
-Given an :class:`ArrivalClock`, a cleartext HTTP/1.1 connection is opened
-on a socket of the engine's own and read by its protocol with the kernel's
-arrival stamps (:mod:`mlpe_fast.engine.stamped_socket`); when the kernel
-does not stamp (another system, an old kernel), the same socket goes to the
-loop's transport and reads are stamped as they are read.
+Given an :class:`ArrivalClock`, a cleartext connection (HTTP/1.1 or h2c)
+is opened on a socket of the engine's own and read by its protocol with the
+kernel's arrival stamps (:mod:`mlpe_fast.engine.stamped_socket`); when the
+kernel does not stamp (another system, an old kernel), the same socket goes
+to the loop's transport and reads are stamped as they are read.  Over TLS
+the loop's transport decrypts, so reads there keep read-time stamps.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
+from ._reader import monotonic_ns
+from ._receive import ArrivalClock, ReceiveThread
 from .stamped_socket import StampedSocketTransport
 
 __all__ = ("Dialed", "DialError", "Endpoint", "dial", "probe", "tls_context")
@@ -121,8 +123,8 @@ async def dial(
 ) -> Dialed:
     """Connects and returns the protocol object ``make_protocol(http2)`` made
     for the connection, already attached to it; with ``arrival_clock``,
-    cleartext HTTP/1.1 reads carry the kernel's arrival stamps (module doc),
-    read by ``receiver``'s thread when given.
+    cleartext reads carry the kernel's arrival stamps (module doc), read by
+    ``receiver``'s thread when given.
 
     Raises:
         DialError: ``ConnectTimeout``, ``ConnectError`` or ``TLSError``.
@@ -133,7 +135,7 @@ async def dial(
     deadline = loop.time() + timeout
     if endpoint.tls is None:
         http2 = endpoint.http2
-        if arrival_clock is not None and not http2:
+        if arrival_clock is not None:
             return await _dial_stamped(
                 endpoint, make_protocol, timeout, arrival_clock, receiver, t_start
             )
@@ -199,21 +201,22 @@ async def _dial_stamped(
     receiver: ReceiveThread | None,
     t_start: int,
 ) -> Dialed:
-    """Cleartext HTTP/1.1 on the engine's own socket (module doc)."""
+    """A cleartext connection on the engine's own socket (module doc)."""
     loop = asyncio.get_running_loop()
     sock = await _connect_socket(endpoint, timeout)
     tcp_ns = monotonic_ns() - t_start
-    protocol = make_protocol(False)
+    http2 = endpoint.http2
+    protocol = make_protocol(http2)
     if protocol.attach_socket(sock, arrival_clock, receiver):
         StampedSocketTransport(loop, sock, protocol)
-        return Dialed(protocol, False, tcp_ns, 0, kernel_stamps=True)
+        return Dialed(protocol, http2, tcp_ns, 0, kernel_stamps=True)
     protocol.detach_socket()
     try:
         await loop.create_connection(lambda: protocol, sock=sock)
     except OSError as error:
         sock.close()
         raise DialError("ConnectError", f"{endpoint.host}:{endpoint.port}: {error}") from None
-    return Dialed(protocol, False, tcp_ns, 0)
+    return Dialed(protocol, http2, tcp_ns, 0)
 
 
 async def _connect_socket(endpoint: Endpoint, timeout: float) -> socket.socket:

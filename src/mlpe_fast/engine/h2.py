@@ -64,7 +64,7 @@ from ._h2_reader import H2ReadCore
 from ._reader import monotonic_ns
 
 if TYPE_CHECKING:
-    from .connection import Exchange
+    from .connection import Exchange, ReadStamps
     from .pool import ConnectionPool
 
 __all__ = ("CONNECTION_WINDOW", "MAX_RETRIES", "STREAM_WINDOW", "H2Connection")
@@ -89,7 +89,11 @@ class _Stream:
         "connection",
         "decoder",
         "done_at",
+        "done_read",
         "exchange",
+        "first_read",
+        "kernel_done",
+        "kernel_first",
         "registered",
         "stream_id",
     )
@@ -102,6 +106,16 @@ class _Stream:
         self.body_sent = 0
         self.registered = False
         self.done_at = 0  # the stamp of the read that completed the response
+        # When the reads that carried the first token and the end were read,
+        # and whether their stamps are the kernel's (RequestRecord).
+        self.first_read = self.done_read = 0
+        self.kernel_first = self.kernel_done = False
+
+    def reads(self, summary: ResponseSummary) -> ReadStamps:
+        """The read stamps for :meth:`Exchange.record`: the end's only when
+        the read that ended the stream also carried ``t_done``."""
+        done_read = self.done_read if summary.t_done == self.done_at else 0
+        return (self.first_read, done_read, self.kernel_first, self.kernel_done)
 
     @property
     def t_issue(self) -> int:
@@ -226,8 +240,10 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
         if stream is None or stream.done_at:
             return
         exchange = stream.exchange
-        if flags & FIRST and exchange.on_first is not None:
-            exchange.on_first(exchange, t_ns)
+        if flags & FIRST:
+            self._first_read(stream)
+            if exchange.on_first is not None:
+                exchange.on_first(exchange, t_ns)
         if flags & ERROR:
             # The decoder failed (an event over max_event, say): stop the stream.
             self._reset(stream, ErrorCodes.CANCEL)
@@ -310,8 +326,10 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             self._done(stream, t_ns)
             return
         exchange = stream.exchange
-        if milestones and exchange.on_first is not None:
-            exchange.on_first(exchange, t_ns)  # only a FirstToken comes from feed_body
+        if milestones:  # only a FirstToken comes from feed_body
+            self._first_read(stream)
+            if exchange.on_first is not None:
+                exchange.on_first(exchange, t_ns)
 
     def _on_end(self, stream_id: int, t_ns: int) -> None:
         stream = self.streams.get(stream_id)
@@ -376,9 +394,16 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
 
     # -- ends -----------------------------------------------------------------
 
+    def _first_read(self, stream: _Stream) -> None:
+        if not stream.first_read:
+            stream.first_read = self.last_read_ns
+            stream.kernel_first = self.last_read_kernel
+
     def _done(self, stream: _Stream, t_ns: int) -> None:
         """Rule 7: stamp now, make the record after this iteration's reads."""
         stream.done_at = t_ns
+        stream.done_read = self.last_read_ns
+        stream.kernel_done = self.last_read_kernel
         if not self._finished:
             self._call_soon(self._finish_streams)
         self._finished.append(stream)
@@ -396,12 +421,17 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             self.unregister(stream.stream_id)
         summary: ResponseSummary = stream.decoder.summary()
         exchange = stream.exchange
+        reads = stream.reads(summary)
         if summary.error_code:
             record = exchange.record(
-                stream.done_at, summary, error_name(summary.error_code), summary.error_message
+                stream.done_at,
+                summary,
+                error_name(summary.error_code),
+                summary.error_message,
+                reads,
             )
         else:
-            record = exchange.record(stream.done_at, summary)
+            record = exchange.record(stream.done_at, summary, reads=reads)
         self.pool.room_freed(self)
         exchange.on_done(record)
 
@@ -412,7 +442,8 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             self.unregister(stream.stream_id)
         stream.done_at = t_ns
         exchange = stream.exchange
-        record = exchange.record(t_ns, stream.decoder.summary(), error_class, message)
+        summary = stream.decoder.summary()
+        record = exchange.record(t_ns, summary, error_class, message, stream.reads(summary))
         if not self.closed:
             self.pool.room_freed(self)
         exchange.on_done(record)

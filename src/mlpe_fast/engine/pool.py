@@ -23,11 +23,13 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._reader import ArrivalClock, ReceiveThread, monotonic_ns
+from ._reader import monotonic_ns
+from ._receive import ArrivalClock, ReceiveThread, enable_kernel_stamps
 from .connection import Connection, Exchange
 from .dial import Dialed, DialError, Endpoint, dial
 from .framing import RequestFraming
@@ -37,6 +39,18 @@ __all__ = ("STREAMS_BEFORE_SETTINGS", "ConnectionPool", "InFlight")
 
 # RFC 9113 section 6.5.2 recommends servers allow at least 100 streams.
 STREAMS_BEFORE_SETTINGS = 100
+
+
+def _stamping_keeper() -> socket.socket | None:
+    """A socket that asks for receive stamps (see ``ConnectionPool``)."""
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError:
+        return None
+    if not enable_kernel_stamps(sock):
+        sock.close()
+        return None
+    return sock
 
 
 class InFlight(Protocol):
@@ -64,15 +78,22 @@ class ConnectionPool:
         on_connect_failed: Callable[[Exchange, str, str], object],
         max_connections: int | None = None,
         arrival_clock: ArrivalClock | None = None,
-        receiver: ReceiveThread | None = None,
+        receive_thread: bool = False,
     ) -> None:
         self.endpoint = endpoint
-        # Given, cleartext HTTP/1.1 connections read with the kernel's
-        # arrival stamps where the kernel gives them (dial), and by the
-        # receive thread when there is one; the pool owns the thread.
+        # Given, cleartext connections read with the kernel's arrival stamps
+        # where the kernel gives them (dial), and, with receive_thread, by a
+        # receive thread the pool starts with its first dial and stops when
+        # it closes (none where the system has no epoll).
         self.arrival_clock = arrival_clock
-        self.receiver = receiver
+        self._want_receiver = receive_thread and arrival_clock is not None
+        self.receiver: ReceiveThread | None = None
         self._receiver_loop: asyncio.AbstractEventLoop | None = None
+        # Linux turns receive stamping on for the whole system a moment after
+        # the first socket asks (a deferred switch), so the first packets of
+        # the first connections would come unstamped: a socket that asks with
+        # the first dial and stays open until the pool closes keeps it on.
+        self._stamping_on: socket.socket | None = None
         self.kernel_stamped_connections = 0
         self.framing = framing
         self.connect_timeout = connect_timeout
@@ -344,6 +365,9 @@ class ConnectionPool:
             connection.close()
         self._idle.clear()
         self._multiplexed.clear()
+        if self._stamping_on is not None:
+            self._stamping_on.close()
+            self._stamping_on = None
         receiver, self.receiver = self.receiver, None
         if receiver is not None:  # every connection has let go of it (close)
             if self._receiver_loop is not None:
@@ -351,10 +375,21 @@ class ConnectionPool:
             receiver.stop()
 
     def _dial_options(self) -> tuple[ArrivalClock | None, ReceiveThread | None]:
-        """The stamping a dial takes; the loop starts watching the receive
-        thread with the first dial (the pool may be made before the loop runs)."""
-        receiver = self.receiver
-        if receiver is not None and self._receiver_loop is None:
-            self._receiver_loop = asyncio.get_running_loop()
-            self._receiver_loop.add_reader(receiver.wake_fd, receiver.dispatch)
-        return self.arrival_clock, receiver
+        """The stamping a dial takes.  The first dial starts the receive
+        thread and the stamping keeper: a pool that never dials (or is made
+        before its loop runs) holds neither."""
+        if self.arrival_clock is None or self._closed:
+            return self.arrival_clock, None
+        if self._want_receiver:
+            self._want_receiver = False
+            try:
+                receiver = ReceiveThread()
+            except OSError:  # no epoll here: the loop reads (and stamps)
+                pass
+            else:
+                self._receiver_loop = asyncio.get_running_loop()
+                self._receiver_loop.add_reader(receiver.wake_fd, receiver.dispatch)
+                self.receiver = receiver
+        if self._stamping_on is None:
+            self._stamping_on = _stamping_keeper()
+        return self.arrival_clock, self.receiver

@@ -12,10 +12,10 @@ compiled core is in use), with the meanings of ``docs/architecture.md``:
 * ``response.t_head`` / ``t_first`` / ``t_done``: the reads that completed
   the head, the first content-bearing event and the ``[DONE]`` event (or the
   end of the body);
-* ``t_end``: the read that completed the HTTP message, or the moment the
-  request failed.
+* ``t_end``: the read that completed the HTTP message (its arrival stamp
+  with kernel stamps, below), or the moment the request failed.
 
-On Linux, cleartext HTTP/1.1 reads carry the kernel's arrival stamps
+On Linux, cleartext reads (HTTP/1.1, h2c) carry the kernel's arrival stamps
 (``kernel_stamps``): ``t_first`` and ``t_done`` are then when the data that
 completed them arrived, and ``t_first_read`` / ``t_done_read`` when the
 client read it, so their difference is the client's own lag.  Without

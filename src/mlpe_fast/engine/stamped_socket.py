@@ -79,6 +79,8 @@ class StampedSocketTransport(asyncio.Transport):
         # The receive thread reads the socket, or the loop watches it.
         self._threaded = protocol.threaded
         protocol.connection_made(self)
+        if self._lost:  # the protocol closed it at once: nothing to watch
+            return
         if self._threaded:
             protocol.on_received = self._on_readable
         else:
@@ -112,7 +114,11 @@ class StampedSocketTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         if not self._reading and not self._closing:
             self._reading = True
-            if not self._threaded:
+            if self._threaded:
+                # The thread's news while paused was dropped and is not
+                # repeated (unlike a readable fd's): take what it read now.
+                self._loop.call_soon(self._on_readable)
+            else:
                 self._loop.add_reader(self._fd, self._on_readable)
 
     def is_reading(self) -> bool:

@@ -1,0 +1,33 @@
+import socket
+from typing import Any
+
+READ_SIZE: int
+RESAMPLE_NS: int
+
+class ArrivalClock:
+    offset_ns: int
+    error_ns: int
+    sampled_at: int
+    steps: int
+    last_step_ns: int
+    def __init__(self) -> None: ...
+    def sample(self) -> None: ...
+    def arrival(self, t_realtime: int, t_read: int, floor: int) -> int: ...
+
+class ReceiveThread:
+    wake_fd: int
+    running: bool
+    def __init__(self) -> None: ...
+    def dispatch(self) -> None: ...
+    def stop(self) -> None: ...
+
+class SocketReader:
+    last_read_ns: int
+    last_read_kernel: bool
+    on_received: Any
+    threaded: bool
+    def attach_socket(
+        self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
+    ) -> bool: ...
+    def detach_socket(self) -> None: ...
+    def read_socket(self) -> int: ...
