@@ -23,8 +23,6 @@ token gets the next one's stamp; the bench counts those reads
 
 from __future__ import annotations
 
-import asyncio
-import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -35,6 +33,8 @@ import pytest
 
 from mlpe_fast.engine import Client, RequestRecord
 from mlpe_fast.runner import simulated_endpoint
+
+from .bench_timing import closed_loop
 
 CONCURRENCY = 256
 REQUESTS = 2048
@@ -77,43 +77,6 @@ class Busy:
         self._thread.join()
 
 
-async def closed_loop(url: str, stamps: str) -> tuple[list[RequestRecord], Client]:
-    body = json.dumps(
-        {
-            "model": "mlpe-sim",
-            "messages": [{"role": "user", "content": "hello"}],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_completion_tokens": TOKENS,
-        }
-    ).encode()
-    records: list[RequestRecord] = []
-    done = asyncio.Event()
-    client = Client(
-        url,
-        kernel_stamps=stamps != "read",
-        receive_thread=stamps == "thread",
-        record_chunk_times=True,
-    )
-    async with client:
-        issued = 0
-
-        def on_done(record: RequestRecord) -> None:
-            nonlocal issued
-            records.append(record)
-            if issued < REQUESTS:
-                issued += 1
-                client.issue(body, on_done)
-            elif len(records) == REQUESTS:
-                done.set()
-
-        for _ in range(CONCURRENCY):
-            issued += 1
-            client.issue(body, on_done)
-        await done.wait()
-    return records, client
-
-
 LABELS = {
     "thread": "kernel stamps, receive thread",
     "kernel": "kernel stamps, read on the loop",
@@ -133,7 +96,22 @@ def test_first_token_stamp_under_a_busy_interpreter(
 
     runs: list[tuple[list[RequestRecord], Client]] = []
     with Busy() as busy:
-        benchmark.pedantic(lambda: runs.append(uvloop.run(closed_loop(endpoint, stamps))), rounds=1)
+        benchmark.pedantic(
+            lambda: runs.append(
+                uvloop.run(
+                    closed_loop(
+                        endpoint,
+                        concurrency=CONCURRENCY,
+                        requests=REQUESTS,
+                        tokens=TOKENS,
+                        kernel_stamps=stamps != "read",
+                        receive_thread=stamps == "thread",
+                        record_chunk_times=True,
+                    )
+                )
+            ),
+            rounds=1,
+        )
     records, client = runs[-1]
     assert busy.rounds > 0
     assert all(r.ok for r in records), [r.error_message for r in records if not r.ok][:3]

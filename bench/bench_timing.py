@@ -41,42 +41,52 @@ def endpoint() -> Iterator[str]:
         yield url
 
 
-async def closed_loop(url: str) -> list[RequestRecord]:
+async def closed_loop(
+    url: str,
+    *,
+    concurrency: int = CONCURRENCY,
+    requests: int = REQUESTS,
+    tokens: int = TOKENS,
+    **client_options: Any,
+) -> tuple[list[RequestRecord], Client]:
+    """``requests`` streamed requests, ``concurrency`` at a time, each sent
+    as the last one ends; the records and the (closed) client."""
     body = json.dumps(
         {
             "model": "mlpe-sim",
             "messages": [{"role": "user", "content": "hello"}],
             "stream": True,
             "stream_options": {"include_usage": True},
-            "max_completion_tokens": TOKENS,
+            "max_completion_tokens": tokens,
         }
     ).encode()
     records: list[RequestRecord] = []
     done = asyncio.Event()
-    async with Client(url) as client:
+    client = Client(url, **client_options)
+    async with client:
         issued = 0
 
         def on_done(record: RequestRecord) -> None:
             nonlocal issued
             records.append(record)
-            if issued < REQUESTS:
+            if issued < requests:
                 issued += 1
                 client.issue(body, on_done)
-            elif len(records) == REQUESTS:
+            elif len(records) == requests:
                 done.set()
 
-        for _ in range(CONCURRENCY):
+        for _ in range(concurrency):
             issued += 1
             client.issue(body, on_done)
         await done.wait()
-    return records
+    return records, client
 
 
 def test_first_token_stamp_delay(benchmark: Any, endpoint: str) -> None:
     import uvloop
 
     runs: list[list[RequestRecord]] = []
-    benchmark.pedantic(lambda: runs.append(uvloop.run(closed_loop(endpoint))), rounds=1)
+    benchmark.pedantic(lambda: runs.append(uvloop.run(closed_loop(endpoint))[0]), rounds=1)
     records = runs[-1]
     assert all(r.ok for r in records)
     delays = np.array(

@@ -23,15 +23,17 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from ._reader import monotonic_ns
 from ._receive import ArrivalClock, ReceiveThread
 from .stamped_socket import StampedSocketTransport
 
 __all__ = ("Dialed", "DialError", "Endpoint", "dial", "probe", "tls_context")
+
+_T = TypeVar("_T")
 
 ALPN_H2 = "h2"
 ALPN_HTTP11 = "http/1.1"
@@ -220,17 +222,8 @@ async def _dial_stamped(
 
 
 async def _connect_socket(endpoint: Endpoint, timeout: float) -> socket.socket:
-    """The TCP connect on a socket of our own, its failures as DialErrors."""
-    where = f"{endpoint.host}:{endpoint.port}"
-    try:
-        return await asyncio.wait_for(_open_socket(endpoint.host, endpoint.port), timeout)
-    except asyncio.TimeoutError:
-        raise DialError(
-            "ConnectTimeout", f"no connection to {where} within {timeout:g} s"
-        ) from None
-    except OSError as error:
-        reason = error.strerror or str(error)
-        raise DialError("ConnectError", f"cannot connect to {where}: {reason}") from None
+    """The TCP connect on a socket of our own."""
+    return await _connecting(endpoint, timeout, _open_socket(endpoint.host, endpoint.port))
 
 
 async def _open_socket(host: str, port: int) -> socket.socket:
@@ -258,13 +251,18 @@ async def _open_socket(host: str, port: int) -> socket.socket:
 async def _connect(
     endpoint: Endpoint, factory: Callable[[], Any], timeout: float
 ) -> tuple[asyncio.Transport, Any]:
-    """The TCP connect, its failures as DialErrors."""
-    where = f"{endpoint.host}:{endpoint.port}"
+    """The TCP connect on the loop's transport."""
     loop = asyncio.get_running_loop()
+    return await _connecting(
+        endpoint, timeout, loop.create_connection(factory, endpoint.host, endpoint.port)
+    )
+
+
+async def _connecting(endpoint: Endpoint, timeout: float, connect: Awaitable[_T]) -> _T:
+    """A TCP connect within ``timeout``, its failures as DialErrors."""
+    where = f"{endpoint.host}:{endpoint.port}"
     try:
-        return await asyncio.wait_for(
-            loop.create_connection(factory, endpoint.host, endpoint.port), timeout
-        )
+        return await asyncio.wait_for(connect, timeout)
     except asyncio.TimeoutError:
         raise DialError(
             "ConnectTimeout", f"no connection to {where} within {timeout:g} s"

@@ -176,12 +176,7 @@ class ConnectionPool:
             return
         exchanges = self._dialing.pop(task, [])  # type: ignore[arg-type]
         t_ready = monotonic_ns()
-        self.connections_opened += 1
-        self.kernel_stamped_connections += dialed.kernel_stamps
-        self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
-        if dialed.tls_ns:
-            self.tls_handshakes += 1
-            self.tls_ns_total += dialed.tls_ns
+        self._count(dialed)
         connection = dialed.protocol
         if connection.closed:  # the server hung up at once
             for exchange in exchanges:
@@ -210,6 +205,15 @@ class ConnectionPool:
                 exchange.t_opened = exchange.connect_ns = 0
         for exchange in rest:
             self.start(exchange)
+
+    def _count(self, dialed: Dialed) -> None:
+        """A new connection in the self-audit's counters."""
+        self.connections_opened += 1
+        self.kernel_stamped_connections += dialed.kernel_stamps
+        self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
+        if dialed.tls_ns:
+            self.tls_handshakes += 1
+            self.tls_ns_total += dialed.tls_ns
 
     def _fail_unsent(self, exchange: Exchange, error_class: str, message: str) -> None:
         exchange.t_issue = exchange.t_opened or exchange.t_issue
@@ -275,12 +279,7 @@ class ConnectionPool:
         """A warm-up connection joins the pool: idle (HTTP/1.1) or
         multiplexed (HTTP/2), and serves any request already waiting."""
         connection = dialed.protocol
-        self.connections_opened += 1
-        self.kernel_stamped_connections += dialed.kernel_stamps
-        self.connect_ns_total += dialed.tcp_ns + dialed.tls_ns
-        if dialed.tls_ns:
-            self.tls_handshakes += 1
-            self.tls_ns_total += dialed.tls_ns
+        self._count(dialed)
         if self._closed:  # the pool closed while this one was connecting
             connection.close()
             return
