@@ -37,11 +37,12 @@ import os
 import socket
 from typing import Any, Protocol
 
-__all__ = ("SocketReader", "StampedSocketTransport")
+__all__ = ("ReadsItsSocket", "StampedSocketTransport")
 
 
-class SocketReader(Protocol):
-    """What the transport needs of its protocol (``ReadCore`` has it)."""
+class ReadsItsSocket(Protocol):
+    """What the transport needs of its protocol (a ``SocketReader`` of
+    :mod:`mlpe_fast.engine._receive` has it: both read cores)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None: ...
     def connection_lost(self, exc: Exception | None) -> None: ...
@@ -59,7 +60,7 @@ class StampedSocketTransport(asyncio.Transport):
     """A transport on ``sock`` that lets ``protocol`` read it (module doc)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: SocketReader
+        self, loop: asyncio.AbstractEventLoop, sock: socket.socket, protocol: ReadsItsSocket
     ) -> None:
         super().__init__()
         self._loop = loop
