@@ -15,6 +15,7 @@ kernel that refuses) the records are the same apart from the stamps.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import sys
@@ -469,6 +470,29 @@ def test_a_body_ended_by_the_close_keeps_its_first_token_kernel_stamp(
     assert record.t_first is not None and record.t_first_read is not None
     assert record.t_done == record.t_done_read
     check_stamps(record)
+
+
+@linux_only
+def test_connections_the_server_closes_are_freed_without_the_garbage_collector(
+    reads: dict[str, Any],
+) -> None:
+    # Each connection holds a 256 KiB read buffer: a transport that kept its
+    # protocol after the end would leave every closed connection to a later
+    # collection, and a run with connection churn would grow (the soak saw it).
+    gc.collect()
+    before = sum(isinstance(o, Connection) for o in gc.get_objects())
+    gc.disable()
+    try:
+        with simulated_endpoint((*FLAGS, "--fault", "close-after-response=1")) as url:
+            records, client = asyncio.run(
+                sequential(url, [body(max_tokens=2)] * 20, max_connections=1, **reads)
+            )
+        alive = sum(isinstance(o, Connection) for o in gc.get_objects()) - before
+    finally:
+        gc.enable()
+    assert all(r.ok for r in records)
+    assert client.connections_opened == 20
+    assert alive <= 1, f"{alive} connections outlived their end"
 
 
 # -- HTTP/2 ---------------------------------------------------------------------------

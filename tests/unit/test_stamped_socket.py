@@ -368,7 +368,9 @@ def test_threaded_the_loop_does_not_watch_and_on_received_drives_reads(run: Runn
         protocol.on_received()  # news while paused: not read now
         assert protocol.data == b"token"
         transport.resume_reading()
-        protocol.on_received()
+        await asyncio.sleep(0)  # resuming takes what the thread said while paused
+        assert protocol.data == b"token held"
+        protocol.on_received()  # nothing more: a spurious wake-up
         assert protocol.data == b"token held"
 
         peer.shutdown(socket.SHUT_WR)
@@ -378,7 +380,10 @@ def test_threaded_the_loop_does_not_watch_and_on_received_drives_reads(run: Runn
         assert protocol.calls == ["made", "eof", "detach", ("lost", None)]
         assert protocol.fd_when_detached not in (None, -1)
         assert protocol.fd_when_lost == -1
-        protocol.on_received()  # late news after the end: ignored
+        # The transport let go of the protocol at the end (rule 2): no hook
+        # left for late news, and no cycle keeping the connection alive.
+        assert protocol.on_received is None
+        assert transport.get_protocol() is None
         await asyncio.sleep(0.01)
         assert len(protocol.lost()) == 1
         peer.close()

@@ -25,7 +25,8 @@ Rules:
     negative errno; -EAGAIN means a spurious wake-up (nothing to do).
  2. The end of the stream is ``eof_received`` and then ``connection_lost``
     (None); a read or write error is ``connection_lost(OSError)``; both are
-    delivered once, from the loop, after the socket left it.
+    delivered once, from the loop, after the socket left it, and the
+    transport lets go of its protocol then.
  3. ``close`` writes what is pending first; ``abort`` drops it.
 """
 
@@ -197,8 +198,19 @@ class StampedSocketTransport(asyncio.Transport):
         self._protocol.detach_socket()  # T5: the thread lets go before the close
         self._loop.remove_writer(self._fd)
         self._sock.close()
-        self._loop.call_soon(self._protocol.connection_lost, error)
+        self._loop.call_soon(self._connection_lost, error)
 
+    def _connection_lost(self, error: Exception | None) -> None:
+        protocol = self._protocol
+        try:
+            protocol.connection_lost(error)
+        finally:
+            # Break the protocol <-> transport cycle now, as asyncio's own
+            # transports do: a connection ended is freed at once, not by a
+            # later garbage collection (a connection's read buffer is 256
+            # KiB, and churned connections would pile up until then).
+            protocol.on_received = None
+            self._protocol = None  # type: ignore[assignment]
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)
 
