@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from mlpe_fast._native import USE_EXTENSIONS
+from tests.fuzz.gcc import clean_env, gcc
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
@@ -54,36 +55,16 @@ pytestmark = [
 ]
 
 
-def _clean_env() -> dict[str, str]:
-    """The environment for gcc and the drivers: without a preloaded sanitizer
-    runtime or its options from an outer run (make test-asan)."""
-    env = dict(os.environ)
-    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
-        env.pop(name, None)
-    return env
-
-
-def _gcc(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["gcc", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-        timeout=300,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def main_object(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """standalone.c compiled once (without coverage instrumentation)."""
     build = tmp_path_factory.mktemp("fuzz")
     probe = build / "probe.c"
     probe.write_text("int main(void) { return 0; }\n")
-    if _gcc(*SANITIZE, probe, "-o", build / "probe").returncode != 0:
+    if gcc(*SANITIZE, probe, "-o", build / "probe").returncode != 0:
         pytest.skip("gcc cannot link -fsanitize=address,undefined here")
     obj = build / "standalone.o"
-    result = _gcc(*CFLAGS, *SANITIZE, "-c", FUZZ / "standalone.c", "-o", obj)
+    result = gcc(*CFLAGS, *SANITIZE, "-c", FUZZ / "standalone.c", "-o", obj)
     assert result.returncode == 0, result.stderr
     return obj
 
@@ -95,7 +76,7 @@ def test_fuzz_driver(name: str, main_object: Path) -> None:
     if not driver.is_file() or not all(unit.is_file() for unit in units):
         pytest.skip(f"fuzz_{name}.c or its C units are not there yet")
     binary = main_object.parent / f"standalone_{name}"
-    result = _gcc(*CFLAGS, *SANITIZE, *COVERAGE, driver, *units, main_object, "-o", binary)
+    result = gcc(*CFLAGS, *SANITIZE, *COVERAGE, driver, *units, main_object, "-o", binary)
     assert result.returncode == 0, result.stderr
 
     corpus = FUZZ / "corpus" / name
@@ -108,7 +89,7 @@ def test_fuzz_driver(name: str, main_object: Path) -> None:
         args,
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env=clean_env(),
         timeout=SECONDS + 120,
         check=False,
     )

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from mlpe_fast._native import USE_EXTENSIONS
+from tests.fuzz.gcc import clean_env, gcc
 
 ROOT = Path(__file__).resolve().parents[2]
 CSRC = ROOT / "csrc"
@@ -88,26 +89,6 @@ pytestmark = [
 ]
 
 
-def _clean_env() -> dict[str, str]:
-    """The environment for gcc and the program: without a preloaded sanitizer
-    runtime or its options from an outer run (make test-asan)."""
-    env = dict(os.environ)
-    for name in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"):
-        env.pop(name, None)
-    return env
-
-
-def _gcc(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["gcc", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=_clean_env(),
-        timeout=300,
-        check=False,
-    )
-
-
 def _excerpt(text: str, head: int = 5000, tail: int = 2000) -> str:
     """The first sanitizer report and the program's last words."""
     if len(text) <= head + tail:
@@ -122,14 +103,14 @@ def test_rxthread_stress(sanitizer: str, tmp_path: Path) -> None:
     flags = SANITIZE[sanitizer]
     probe = tmp_path / "probe.c"
     probe.write_text(PROBE)
-    built = _gcc(*flags, "-pthread", probe, "-o", tmp_path / "probe")
+    built = gcc(*flags, "-pthread", probe, "-o", tmp_path / "probe")
     if built.returncode != 0:
         pytest.skip(f"gcc cannot link {' '.join(flags)} here")
     ran = subprocess.run(
         [str(tmp_path / "probe")],
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env=clean_env(),
         timeout=60,
         check=False,
     )
@@ -137,7 +118,7 @@ def test_rxthread_stress(sanitizer: str, tmp_path: Path) -> None:
         pytest.skip(f"the {sanitizer} runtime does not run here: {ran.stderr.strip()[:300]}")
 
     binary = tmp_path / f"stress_rxthread_{sanitizer}"
-    result = _gcc(*CFLAGS, *flags, PROGRAM, *UNITS, "-o", binary)
+    result = gcc(*CFLAGS, *flags, PROGRAM, *UNITS, "-o", binary)
     assert result.returncode == 0, result.stderr
 
     seed = int(os.environ.get("MLPE_FAST_STRESS_SEED", random.randrange(1, 2**32)))
@@ -145,7 +126,7 @@ def test_rxthread_stress(sanitizer: str, tmp_path: Path) -> None:
         [str(binary), "-t", str(SECONDS), "-s", str(seed)],
         capture_output=True,
         text=True,
-        env={**_clean_env(), **OPTIONS[sanitizer]},
+        env={**clean_env(), **OPTIONS[sanitizer]},
         timeout=SECONDS + 90,
         check=False,
     )
