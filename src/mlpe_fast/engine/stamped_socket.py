@@ -211,6 +211,7 @@ class StampedSocketTransport(asyncio.Transport):
             # KiB, and churned connections would pile up until then).
             protocol.on_received = None
             self._protocol = None  # type: ignore[assignment]
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._extra.get(name, default)
 
