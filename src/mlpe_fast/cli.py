@@ -17,10 +17,9 @@ raised.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from collections.abc import Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import MlpeError, UsageError
@@ -33,6 +32,7 @@ __all__ = ("main",)
 EXIT_USAGE = 2
 EXIT_SETUP = 3
 EXIT_NOTHING_SUCCEEDED = 4
+EXIT_ENGINE_LOST = 5
 EXIT_INTERRUPTED = 130
 
 
@@ -104,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from .config import resolve
+    from .engine.loop import loop_runner_for_platform
     from .runner import (
         DEMO_SERVER_FLAGS,
         PointResult,
@@ -114,12 +115,17 @@ def _run(args: argparse.Namespace) -> int:
 
     config = resolve(args)
     given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
+    lost: list[str] = []  # why points on several engines were cut short
 
     async def point(config: RunConfig, endpoint: str) -> PointResult:
         result = await run_point(config, endpoint, progress=not args.no_progress)
         print(result.table, end="")
         if config.report_dir:
             print(f"run folder: {config.report_dir}")
+        if result.failure is not None:
+            lost.append(result.failure)
+            kept = f"; partial results in {config.report_dir}" if config.report_dir else ""
+            print(f"mlpe-fast: the point was cut short: {result.failure}{kept}", file=sys.stderr)
         return result
 
     async def measure(endpoint: str) -> int:
@@ -127,11 +133,15 @@ def _run(args: argparse.Namespace) -> int:
             from .sweep.runner import run_sweep
 
             _, interrupted = await run_sweep(config_for_run, endpoint, point)
+            if lost:
+                return EXIT_ENGINE_LOST
             if interrupted:
                 print("mlpe-fast: interrupted; the curve stops at that point", file=sys.stderr)
                 return EXIT_INTERRUPTED
             return 0
         result = await point(config_for_run, endpoint)
+        if result.failure is not None:
+            return EXIT_ENGINE_LOST
         if result.state == "interrupted":
             print("mlpe-fast: interrupted; the results cover what completed", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -141,7 +151,7 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_NOTHING_SUCCEEDED
         return 0
 
-    loop_runner = _loop_runner()
+    loop_runner = loop_runner_for_platform()
     if config.endpoints:
         config_for_run = config
         return loop_runner(measure(config.endpoints[0]))
@@ -162,16 +172,6 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError(f"mlpe-fast serve: {error}") from None
     serve_forever(config)
     return 0
-
-
-def _loop_runner() -> Callable[[Coroutine[Any, Any, int]], int]:
-    """uvloop where it exists (not on Windows), else asyncio."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run
-    run: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
-    return run
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -236,6 +236,13 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             kernel's arrival stamps where it gives them (Linux); "read"
             stamps every read as it is read (YAML
             ``mlpe_fast.receive_stamps``).
+        engines: event-loop processes that share a point's load (YAML
+            ``mlpe_fast.engines``); 0 means one per usable core.  A point
+            uses fewer when its load is small (``min_streams_per_engine``).
+        min_streams_per_engine: the fewest streams worth an engine of their
+            own: a point at concurrency C runs on at most
+            ``ceil(C / min_streams_per_engine)`` engines (YAML
+            ``mlpe_fast.min_streams_per_engine``).
     """
 
     endpoints: tuple[str, ...] = ()
@@ -273,6 +280,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     ca_bundle: str | None = None
     insecure: bool = False
     receive_stamps: ReceiveStamps = "kernel"
+    engines: int = 1
+    min_streams_per_engine: int = 64
 
     @property
     def stream(self) -> bool:
@@ -401,6 +410,8 @@ _SCHEMA: _Schema = {
         "http2": "http2",
         "ca_bundle": "ca_bundle",
         "receive_stamps": "receive_stamps",
+        "engines": "engines",
+        "min_streams_per_engine": "min_streams_per_engine",
         "timeouts": {
             "connect_s": "timeout.connect",
             "idle_s": "timeout.idle",
@@ -575,6 +586,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "ca_bundle": ("ca_bundle", "--ca-bundle"),
     "insecure": ("insecure", "--insecure"),
     "receive_stamps": ("receive_stamps", "--receive-stamps"),
+    "engines": ("engines", "--engines"),
+    "min_streams_per_engine": ("min_streams_per_engine", "--min-streams-per-engine"),
 }
 
 
@@ -631,6 +644,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SOURCE",
         help="kernel (default: the kernel's arrival stamp of each read, where Linux "
         "gives it) or read (stamp reads as the client reads them)",
+    )
+    p.add_argument(
+        "--engines",
+        metavar="N",
+        help="event-loop processes sharing the load: N, or auto (one per usable core); default 1",
+    )
+    p.add_argument(
+        "--min-streams-per-engine",
+        metavar="N",
+        help="a point at concurrency C uses at most ceil(C / N) engines (default 64)",
     )
 
     p = parser.add_argument_group("data")
@@ -951,7 +974,24 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         ca_bundle=_ca_bundle(get("ca_bundle")),
         insecure=bool(_opt(get("insecure"), _bool)),
         receive_stamps=_receive_stamps(get("receive_stamps")),
+        engines=_engines(get("engines")),
+        min_streams_per_engine=_opt(get("min_streams_per_engine"), _positive_int) or 64,
     )
+
+
+def _engines(found: tuple[Any, str] | None) -> int:
+    """``N`` engine processes, or ``auto`` (0: one per usable core)."""
+    if found is None:
+        return 1
+    value, where = found
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return 0
+    try:
+        return _positive_int(found)
+    except UsageError:
+        raise UsageError(
+            f"{where}: expected a positive integer or auto, got {_short(value)}"
+        ) from None
 
 
 def _receive_stamps(found: tuple[Any, str] | None) -> ReceiveStamps:

@@ -18,7 +18,7 @@ import sys
 from array import array
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import msgspec
 
@@ -47,7 +47,7 @@ from .artifacts.summary import final_snapshot, report_text, result_summary, writ
 from .config import RunConfig
 from .engine import Client, ClientConfigError, EndpointUnreachable, RequestRecord
 from .engine._reader import monotonic_ns
-from .engine.audit import Audit, LoopLagProbe, audit_records
+from .engine.audit import Audit, ClientTotals, LoopLagProbe, audit_records
 from .errors import MlpeError, UsageError
 from .load.dataset import Dataset, load_dataset
 from .load.requests import Prompt, RequestFeed
@@ -59,12 +59,21 @@ from .metrics.tokens import TokenCounter, TokenCounts, count_job, load_tokenizer
 from .metrics.usage_check import usage_cross_check
 from .report.progress import Progress
 from .report.table import render
+from .scale.local import (
+    EngineRun,
+    EngineStartError,
+    audit_engines,
+    run_on_engines,
+    write_engines_report,
+)
+from .scale.split import engines_for
 from .sim.tokenizer import DEMO_TOKENIZER
 
 __all__ = (
     "DEMO_SERVER_FLAGS",
     "PointResult",
     "SetupError",
+    "client_for",
     "demo_config",
     "run_point",
     "simulated_endpoint",
@@ -78,7 +87,8 @@ class SetupError(MlpeError, RuntimeError):
 class PointResult(msgspec.Struct, frozen=True, gc=False):
     """What one point produced: its records, figures, table, the
     ``result_summary.json`` content, and its state ("complete" or
-    "interrupted")."""
+    "interrupted").  ``failure`` says why a point on several engines was
+    cut short (an engine lost); its state is then "interrupted"."""
 
     config: RunConfig
     endpoint: str
@@ -89,6 +99,7 @@ class PointResult(msgspec.Struct, frozen=True, gc=False):
     summary: dict[str, Any]
     state: str
     accuracy: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    failure: str | None = None
 
 
 # The demo: a short run against the simulated endpoint, with a tokenizer
@@ -177,6 +188,29 @@ async def _flushed_every_second(writers: list[EventsWriter]) -> AsyncIterator[No
             await asyncio.gather(task, return_exceptions=True)
 
 
+def client_for(config: RunConfig, endpoint: str) -> Client:
+    """The client a point's configuration asks for (not yet open).
+
+    Raises:
+        UsageError: the endpoint URL or a client setting is not usable.
+    """
+    try:
+        return Client(
+            endpoint,
+            api_key=config.api_key,
+            connect_timeout=config.timeouts.connect_s,
+            idle_timeout=config.timeouts.idle_s,
+            total_timeout=config.timeouts.total_s,
+            max_connections=config.max_connections,
+            http2=config.http2,
+            ca_bundle=config.ca_bundle,
+            insecure=config.insecure,
+            kernel_stamps=config.receive_stamps == "kernel",
+        )
+    except ClientConfigError as error:
+        raise UsageError(str(error)) from None
+
+
 def _load_tokenizer(config: RunConfig) -> Any:
     name = config.tokenizer or config.model
     try:
@@ -222,27 +256,14 @@ async def run_point(
         UsageError: the configuration cannot be run (bad dataset, tokenizer,
             an endpoint that cannot be reached).
     """
-    try:  # the endpoint first: the cheapest mistake to report
-        client = Client(
-            endpoint,
-            api_key=config.api_key,
-            connect_timeout=config.timeouts.connect_s,
-            idle_timeout=config.timeouts.idle_s,
-            total_timeout=config.timeouts.total_s,
-            max_connections=config.max_connections,
-            http2=config.http2,
-            ca_bundle=config.ca_bundle,
-            insecure=config.insecure,
-            kernel_stamps=config.receive_stamps == "kernel",
-        )
-    except ClientConfigError as error:
-        raise UsageError(str(error)) from None
+    client = client_for(config, endpoint)  # the endpoint first: the cheapest mistake
     dataset = _dataset(config) if config.mode != "acc" else None
     accuracy_datasets = (
         [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
     )
     tokenizer = _load_tokenizer(config)
     template = _load_template(config)
+    engines = _engine_count(config, dataset)
     try:  # before any file is written: an endpoint that is not there is a usage mistake
         await client.check_reachable()
     except EndpointUnreachable as error:
@@ -277,7 +298,18 @@ async def run_point(
             if dataset is not None:
                 if config.warmup_requests:
                     await _warmup(client, dataset, config, warmup_events, stop)
-                if not stop.requested:
+                if not stop.requested and engines > 1:
+                    perf = await _performance_on_engines(
+                        endpoint,
+                        dataset,
+                        config,
+                        engines,
+                        counter,
+                        events,
+                        stop,
+                        bar if progress else None,
+                    )
+                elif not stop.requested:
                     perf = await _performance(
                         client, dataset, config, counter, events, stop, bar if progress else None
                     )
@@ -285,14 +317,7 @@ async def run_point(
                 if stop.requested:
                     break
                 entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
-            connections, connect_ns = client.connections_opened, client.connect_ns_total
-            tls_setup = {
-                "tls_handshakes": client.tls_handshakes,
-                "tls_ns_total": client.tls_ns_total,
-                "http2_connections": client.http2_connections,
-            }
-            arrival_clock = client.arrival_clock
-            kernel_connections = client.kernel_stamped_connections
+            setup = ClientTotals.of(client)
         counts = await _count(counter, stop)
     finally:
         stop.uninstall()
@@ -300,21 +325,27 @@ async def run_point(
             bar.stop()
         counter.close()
     records = perf.records
-    lags, cpu_ns, cpu_system_ns = perf.lags, perf.cpu_ns, perf.cpu_system_ns
-    tracking_start = perf.tracking_start
-    state = "interrupted" if stop.requested else "complete"
-    stats = point_stats(records, counts, tracking_start_ns=tracking_start)
+    run = perf.engines
+    if run is not None:
+        setup = setup.plus(*(t.client for t in run.totals if t is not None))
+    failure = None if run is None else run.failure
+    state = "interrupted" if stop.requested or failure else "complete"
+    stats = point_stats(records, counts, tracking_start_ns=perf.tracking_start)
     audit = audit_records(
         records,
-        lags,
-        cpu_ns,
-        connections,
-        connect_ns,
-        cpu_system_ns,
-        **tls_setup,
-        arrival_clock=arrival_clock,
-        kernel_stamped_connections=kernel_connections,
+        perf.lags,
+        perf.cpu_ns,
+        setup.connections_opened,
+        setup.connect_ns_total,
+        perf.cpu_system_ns,
+        tls_handshakes=setup.tls_handshakes,
+        tls_ns_total=setup.tls_ns_total,
+        http2_connections=setup.http2_connections,
+        arrival_clock=setup.clock_map,
+        kernel_stamped_connections=setup.kernel_stamped_connections,
     )
+    if run is not None:
+        audit = audit_engines(audit, run)
     accuracy_lines = _accuracy_lines(config, entries)
     table = render(stats, audit.as_rows(), title=_title(config))
     if config.mode == "acc":
@@ -338,6 +369,8 @@ async def run_point(
         git_sha=None,
         extra=_extra(records, counts, stats, audit),
     )
+    if folder is not None and run is not None:
+        write_engines_report(folder.path, run)
     if folder is not None and events is not None:
         events.session(SESSION_ENDED)
         events.close()
@@ -354,7 +387,9 @@ async def run_point(
             folder.report_txt.write_text(table, encoding="utf-8")
         if entries:
             write_accuracy_results(folder.accuracy_results, entries)
-    return PointResult(config, endpoint, records, stats, audit, table, summary, state, entries)
+    return PointResult(
+        config, endpoint, records, stats, audit, table, summary, state, entries, failure
+    )
 
 
 def _steady_state(
@@ -421,13 +456,98 @@ def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:
 
 
 class _Measured(msgspec.Struct):
-    """What the performance phase leaves for the metrics."""
+    """What the performance phase leaves for the metrics (``engines``: the
+    merged run of several engine processes)."""
 
     records: list[RequestRecord] = msgspec.field(default_factory=list)
     tracking_start: int = 0
     lags: array[int] = msgspec.field(default_factory=lambda: array("q"))
     cpu_ns: int = 0
     cpu_system_ns: int = 0
+    engines: EngineRun | None = None
+
+
+def _engine_count(config: RunConfig, dataset: Dataset | None) -> int:
+    """How many engine processes the performance phase runs on (1: this
+    process), checked before anything is written.
+
+    Raises:
+        UsageError: several engines asked for a load they cannot share.
+    """
+    if config.engines == 1 or dataset is None:
+        return 1
+    if config.load_pattern == "poisson":
+        raise UsageError(
+            "--engines: a Poisson point runs on one engine (its arrival times come from "
+            "one seeded stream); drop --engines or use a concurrency point"
+        )
+    if config.load_pattern == "offline":
+        load = _request_count(config, len(dataset)) or len(dataset)
+    else:
+        load = config.concurrency
+    return engines_for(load, config.engines, config.min_streams_per_engine)
+
+
+async def _performance_on_engines(
+    endpoint: str,
+    dataset: Dataset,
+    config: RunConfig,
+    engines: int,
+    counter: TokenCounter,
+    events: EventsWriter | None,
+    stop: _Interrupt,
+    bar: Progress | None,
+) -> _Measured:
+    """The measured phase on several engine processes (``scale/local.py``):
+    the same queries, tracking from their common start, and the merged
+    records handled here as :func:`_performance` handles its own."""
+    chat = config.api_type == "openai"
+    done = [0, 0]  # completed, failed
+
+    def on_record(record: RequestRecord, prompt: Prompt) -> None:
+        system = dataset.samples[record.sample_index].system
+        data = _prompt_data(prompt, system, chat)
+        output = (
+            text_model_output(record.response, streaming=config.stream)
+            if record.error_class is None
+            else None
+        )
+        counter.submit(count_job(record, streaming=config.stream, prompt=data, output=output))
+        if events is not None:
+            events.record(record, data, output=output)
+        done[0 if record.ok else 1] += 1
+        if bar is not None:
+            bar.update(done[0] + done[1], done[1], done[0] + done[1])
+
+    def on_start(t0: int) -> None:
+        if events is not None:
+            events.session(SESSION_START_PERFORMANCE_TRACKING, t0)
+        if bar is not None:
+            bar.start()
+
+    try:
+        run = await run_on_engines(
+            config,
+            endpoint,
+            dataset,
+            engines=engines,
+            max_requests=_request_count(config, len(dataset)),
+            on_record=on_record,
+            on_start=on_start,
+            on_group=stop.watch,
+        )
+    except EngineStartError as error:
+        raise SetupError(str(error)) from None
+    if events is not None:
+        events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+    lags = array("q")
+    cpu_ns, cpu_system_ns = run.driver_cpu_ns, run.driver_cpu_system_ns
+    for totals in run.totals:
+        if totals is not None:
+            lags.frombytes(totals.lags_ns)
+            cpu_ns += totals.cpu_ns
+            cpu_system_ns += totals.cpu_system_ns
+    return _Measured(run.records, run.t0_ns, lags, cpu_ns, cpu_system_ns, run)
 
 
 async def _performance(
@@ -542,6 +662,12 @@ async def _accuracy(
     return accuracy_entry(dataset, texts, indices, duration_s=max(0, span[1] - span[0]) / 1e9)
 
 
+class Stoppable(Protocol):
+    """What a signal stops: a phase, or the engines running one."""
+
+    def stop(self) -> None: ...
+
+
 class _Interrupt:
     """SIGINT/SIGTERM during a point: stop issuing, cancel what is in flight,
     and (on a second signal) stop counting tokens; the point then ends
@@ -550,7 +676,7 @@ class _Interrupt:
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.phase: Phase | None = None
+        self.phase: Stoppable | None = None
         self.counter: TokenCounter | None = None
         self.requested = 0
         self._installed: list[int] = []
@@ -563,6 +689,10 @@ class _Interrupt:
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # no signal handlers here (Windows, or not the main thread)
             self._installed.append(sig)
+
+    def watch(self, phase: Stoppable) -> None:
+        """Makes a signal stop ``phase`` (a phase, or a group of engines)."""
+        self.phase = phase
 
     def uninstall(self) -> None:
         loop = asyncio.get_running_loop()

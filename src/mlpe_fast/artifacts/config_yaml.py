@@ -193,6 +193,9 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["ca_bundle"] = config.ca_bundle
     if config.receive_stamps != "kernel":
         out["mlpe_fast"]["receive_stamps"] = config.receive_stamps
+    if config.engines != 1:
+        out["mlpe_fast"]["engines"] = config.engines or "auto"
+        out["mlpe_fast"]["min_streams_per_engine"] = config.min_streams_per_engine
     return out
 
 

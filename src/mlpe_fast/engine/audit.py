@@ -17,6 +17,10 @@ With the kernel's arrival stamps (``RequestRecord.kernel_stamps``) a fourth:
   long the data that completed the first token and the response waited in
   the socket before the client read it.  This is the error read-time stamps
   would have had; the metrics use the arrival stamps, so it is not in them.
+
+A point run on several engine processes (``scale/``) is audited over all of
+them: loop lags pooled, CPU summed (engines and the driver), and an
+``engines`` row with the split, the start skew and lease stalls.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import asyncio
 import os
 from array import array
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -33,7 +38,63 @@ from ._reader import monotonic_ns
 from ._receive import ArrivalClock
 from .record import RequestRecord
 
-__all__ = ("Audit", "LoopLagProbe", "audit_records")
+if TYPE_CHECKING:
+    from .client import Client
+
+__all__ = ("Audit", "ClientTotals", "ClockMapFigures", "LoopLagProbe", "audit_records")
+
+
+class ClockMapFigures(msgspec.Struct, frozen=True, gc=False):
+    """The kernel-stamp clock map's figures: its error bound and the
+    wall-clock steps it saw (``ArrivalClock``'s, or the worst and the sum
+    over several engines)."""
+
+    error_ns: int
+    steps: int
+
+
+class ClientTotals(msgspec.Struct, frozen=True, gc=False):
+    """A client's connection figures over a run, summable over engines."""
+
+    connections_opened: int = 0
+    connect_ns_total: int = 0
+    tls_handshakes: int = 0
+    tls_ns_total: int = 0
+    http2_connections: int = 0
+    kernel_stamped_connections: int = 0
+    clock_map: ClockMapFigures | None = None
+
+    @classmethod
+    def of(cls, client: Client) -> ClientTotals:
+        clock = client.arrival_clock
+        return cls(
+            connections_opened=client.connections_opened,
+            connect_ns_total=client.connect_ns_total,
+            tls_handshakes=client.tls_handshakes,
+            tls_ns_total=client.tls_ns_total,
+            http2_connections=client.http2_connections,
+            kernel_stamped_connections=client.kernel_stamped_connections,
+            clock_map=None if clock is None else ClockMapFigures(clock.error_ns, clock.steps),
+        )
+
+    def plus(self, *others: ClientTotals) -> ClientTotals:
+        """These totals and ``others``' summed; the clock map's worst error
+        bound and all its steps."""
+        total = self
+        for other in others:
+            clocks = [c for c in (total.clock_map, other.clock_map) if c is not None]
+            total = ClientTotals(
+                total.connections_opened + other.connections_opened,
+                total.connect_ns_total + other.connect_ns_total,
+                total.tls_handshakes + other.tls_handshakes,
+                total.tls_ns_total + other.tls_ns_total,
+                total.http2_connections + other.http2_connections,
+                total.kernel_stamped_connections + other.kernel_stamped_connections,
+                ClockMapFigures(max(c.error_ns for c in clocks), sum(c.steps for c in clocks))
+                if clocks
+                else None,
+            )
+        return total
 
 
 class Audit(msgspec.Struct, frozen=True, gc=False):
@@ -67,6 +128,12 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     read_lag_done_max_ms: float = 0.0
     clock_map_error_us: float = 0.0
     clock_steps: int = 0
+    engines: int = 1
+    engine_concurrency: list[int] = msgspec.field(default_factory=list)
+    start_skew_ms: float = 0.0
+    lease_waits: int = 0
+    lease_wait_ms: float = 0.0
+    duplicate_queries: int = 0
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -85,6 +152,18 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
             "connections opened": self._connections(),
             "receive stamps": self._stamps(),
         }
+        if self.engines > 1:
+            shares = " + ".join(str(c) for c in self.engine_concurrency)
+            rows["engines"] = (
+                f"{self.engines} processes (streams {shares}), start skew "
+                f"{self.start_skew_ms:.3f} ms, {self.lease_waits} lease stalls "
+                f"({self.lease_wait_ms:.3f} ms)"
+                + (
+                    f", {self.duplicate_queries} DUPLICATE queries"
+                    if self.duplicate_queries
+                    else ""
+                )
+            )
         if self.kernel_stamped:
             rows["read lag first / done p50"] = (
                 f"{self.read_lag_first_p50_ms:.3f} / {self.read_lag_done_p50_ms:.3f} ms"
@@ -170,7 +249,7 @@ def audit_records(
     tls_handshakes: int = 0,
     tls_ns_total: int = 0,
     http2_connections: int = 0,
-    arrival_clock: ArrivalClock | None = None,
+    arrival_clock: ArrivalClock | ClockMapFigures | None = None,
     kernel_stamped_connections: int = 0,
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.

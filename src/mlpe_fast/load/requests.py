@@ -66,6 +66,8 @@ __all__ = (
     "RequestFeed",
     "build_body_templates",
     "default_route",
+    "prompt_of",
+    "salted_body",
     "sequential_order",
     "shuffled_order",
 )
@@ -402,16 +404,30 @@ class RequestFeed:
         sample = self._samples[index]
         salter = self._salter
         if salter is None:
-            self.last_prompt = sample.prompt if sample.prompt is not None else _messages(sample)
+            self.last_prompt = prompt_of(sample, None)
             return index, template.render()
         hex_salt = salter.next_hex_bytes()
         body = b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
-        salt_text = hex_salt.decode("ascii")
-        if sample.prompt is not None:
-            self.last_prompt = f"[{salt_text}] {sample.prompt}"
-        else:
-            self.last_prompt = _salted_messages(_messages(sample), salt_text)
+        self.last_prompt = prompt_of(sample, hex_salt.decode("ascii"))
         return index, body
+
+
+def salted_body(template: BodyTemplate, hex_salt: bytes | None) -> bytes:
+    """A query's body: ``template`` with the salt ``hex_salt`` (16 hex
+    digits) spliced in, or unsalted when None."""
+    if hex_salt is None:
+        return template.render()
+    return b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
+
+
+def prompt_of(sample: Sample, salt_text: str | None) -> Prompt:
+    """What a query of ``sample`` asked (the ISSUED prompt, the ISL's input),
+    salted with ``salt_text`` unless None."""
+    if salt_text is None:
+        return sample.prompt if sample.prompt is not None else _messages(sample)
+    if sample.prompt is not None:
+        return f"[{salt_text}] {sample.prompt}"
+    return _salted_messages(_messages(sample), salt_text)
 
 
 def _messages(sample: Sample) -> tuple[dict[str, Any], ...]:

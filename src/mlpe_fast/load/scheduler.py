@@ -29,8 +29,10 @@ __all__ = ("Phase", "RequestSource", "run_phase")
 class RequestSource(Protocol):
     """Where request bodies come from (sample order and salt are its job)."""
 
-    def next_request(self) -> tuple[int, bytes]:
-        """The next sample's index and its request body, salted if need be."""
+    def next_request(self) -> tuple[int, bytes] | None:
+        """The next sample's index and its request body, salted if need be;
+        None when the source has ended (an engine's leases ran out), which
+        ends the phase's issuing."""
         ...
 
 
@@ -47,6 +49,8 @@ class Phase:
             under way (spec §2.4: at least one full pass, and the issued
             count a whole number of passes); None or 0: stop at once.
         seed: the scheduler RNG seed (Poisson inter-arrival times).
+        source_ends: the request source ends the phase (returns None); a
+            phase needs this, a request count or a duration.
     """
 
     def __init__(
@@ -59,9 +63,10 @@ class Phase:
         duration_ns: int | None = None,
         seed: int = 0,
         pass_size: int | None = None,
+        source_ends: bool = False,
     ) -> None:
-        if max_requests is None and duration_ns is None:
-            raise ValueError("a phase needs a request count or a duration")
+        if max_requests is None and duration_ns is None and not source_ends:
+            raise ValueError("a phase needs a request count, a duration or a source that ends")
         self.pattern = pattern
         self.concurrency = concurrency
         self.target_qps = target_qps
@@ -123,8 +128,14 @@ async def run_phase(
         return issuing
 
     def issue(t_sched: int | None = None) -> None:
-        nonlocal in_flight
-        sample_index, body = source.next_request()
+        nonlocal in_flight, issuing
+        request = source.next_request()
+        if request is None:  # the source has ended: so has issuing
+            if issuing:
+                issuing = False
+                phase.t_stop_issuing = monotonic_ns()
+            return
+        sample_index, body = request
         phase.issued += 1
         in_flight += 1
         sample_id = client.new_sample_id()

@@ -1,0 +1,256 @@
+"""One engine process: the single-process engine on its own event loop,
+issuing the queries the driver leases to it (``scale/leases.py``).
+
+The driver starts it with an :class:`EngineSetup` and one end of a pipe.
+The engine loads the dataset and encodes its bodies itself (the same code,
+hence the same bytes, as a single-process run), opens its client, says
+:class:`~.messages.Ready`, and waits for :class:`~.messages.Start`.  From
+``t0_ns`` it runs the closed loop (or its Offline block) of
+``load/scheduler.py`` at its share of the concurrency, and every
+``BATCH_PERIOD_S`` sends the records that ended, each with its global
+index: that batch is also its heartbeat.  It ends with its
+:class:`~.messages.EngineTotals`.
+
+The pipe is served by two threads, so the event loop never blocks on it:
+one reads (leases go to a queue the feed takes from, Stop is handed to the
+loop), one writes.  SIGINT is ignored: Ctrl-C reaches the whole process
+group, and the driver decides how the point stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import threading
+from multiprocessing.connection import Connection
+from time import monotonic_ns
+from types import EllipsisType
+
+import msgspec
+
+from ..config import RunConfig
+from ..engine.audit import ClientTotals, LoopLagProbe
+from ..engine.loop import loop_runner_for_platform
+from ..engine.record import RequestRecord
+from ..load.dataset import load_dataset
+from ..load.requests import build_body_templates
+from ..load.scheduler import Phase, run_phase
+from .leases import Lease, LeaseChannel, LeasedFeed
+from .messages import (
+    Ask,
+    Batch,
+    EngineMessage,
+    EngineTotals,
+    Failed,
+    Grant,
+    Ready,
+    Start,
+    Stop,
+    decode_for_engine,
+    encode,
+)
+
+__all__ = ("BATCH_PERIOD_S", "EngineSetup", "engine_main")
+
+BATCH_PERIOD_S = 0.1
+"""How often an engine sends its finished records (and so its heartbeat)."""
+
+
+class EngineSetup(msgspec.Struct, frozen=True):
+    """What one engine runs: its share of a point.
+
+    ``duration_ns`` stops issuing that long after the start (None: the
+    leases end the phase); ``block`` is the lease size it asks for.
+    """
+
+    index: int
+    config: RunConfig
+    endpoint: str
+    pattern: str
+    concurrency: int
+    duration_ns: int | None
+    block: int
+
+
+def engine_main(conn: Connection, setup: EngineSetup) -> None:
+    """The process entry point (``multiprocessing`` target)."""
+    if hasattr(signal, "SIGINT"):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    link = _Link(conn)
+    try:
+        loop_runner_for_platform()(_engine(link, setup))
+    except BaseException as error:  # the driver must hear why, never a traceback
+        link.send(Failed(f"engine {setup.index}: {type(error).__name__}: {error}"))
+    finally:
+        link.close()
+
+
+async def _engine(link: _Link, setup: EngineSetup) -> None:
+    from ..runner import client_for  # the runner imports this package
+
+    config = setup.config
+    dataset = load_dataset(config.performance_datasets[0])
+    templates = build_body_templates(
+        dataset,
+        model=config.model,
+        api_type=config.api_type,
+        stream=config.stream,
+        max_output_tokens=config.max_output_tokens,
+        sampling=config.generation.as_dict(),
+        salt=config.salt,
+    )
+    client = client_for(config, setup.endpoint)
+    loop = asyncio.get_running_loop()
+    link.attach(loop)
+    async with client:
+        link.send(Ready(os.getpid()))
+        start = await link.started
+        feed = LeasedFeed(templates, link, block=setup.block, first=start.lease)
+        phase = Phase(
+            setup.pattern,
+            concurrency=setup.concurrency,
+            duration_ns=setup.duration_ns,
+            seed=config.seeds.scheduler,
+            source_ends=True,
+        )
+
+        cancelling: list[asyncio.Task[object]] = []
+
+        def on_stop(cancel: bool) -> None:
+            phase.stop()
+            if cancel:
+                cancelling.append(loop.create_task(client.cancel_in_flight()))
+
+        link.on_stop = on_stop
+        keys: list[int] = []
+        records: list[RequestRecord] = []
+        key_of: dict[str, int] = {}
+
+        def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
+            key_of[sample_id] = feed.last_k
+
+        def on_record(record: RequestRecord) -> None:
+            keys.append(key_of.pop(record.sample_id))
+            records.append(record)
+
+        def send_batch() -> None:
+            link.send(Batch(keys[:], records[:], phase.issued, len(key_of)))
+            keys.clear()
+            records.clear()
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(BATCH_PERIOD_S)
+                send_batch()
+
+        await _until(start.t0_ns)
+        beat = loop.create_task(heartbeat())
+        probe = LoopLagProbe()
+        probe.start()
+        try:
+            await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+        finally:
+            lags, cpu_ns, cpu_system_ns = probe.stop()
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+        send_batch()
+        totals = EngineTotals(
+            lags_ns=lags.tobytes(),
+            cpu_ns=cpu_ns,
+            cpu_system_ns=cpu_system_ns,
+            client=ClientTotals.of(client),
+            issued=phase.issued,
+            lease_waits=feed.waits,
+            lease_wait_ns=feed.wait_ns,
+        )
+    link.send(totals)
+
+
+async def _until(t0_ns: int) -> None:
+    """Waits for ``t0_ns``: a sleep to the last 2 ms, then a spin, so that
+    every engine starts within microseconds of the same instant
+    (``docs/distributed.md`` §2.3: a time-triggered start)."""
+    ahead = t0_ns - monotonic_ns()
+    if ahead > 2_000_000:
+        await asyncio.sleep((ahead - 2_000_000) / 1e9)
+    while monotonic_ns() < t0_ns:
+        pass
+
+
+class _Link(LeaseChannel):
+    """The engine's end of the pipe (module doc)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._leases: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.started: asyncio.Future[Start]
+        self.on_stop = self._stop_before_start
+        self._writer = threading.Thread(target=self._write, name="mlpe-engine-out", daemon=True)
+        self._writer.start()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.started = loop.create_future()
+        threading.Thread(target=self._read, name="mlpe-engine-in", daemon=True).start()
+
+    def send(self, message: EngineMessage) -> None:
+        self._out.put(encode(message))
+
+    def ask(self, size: int) -> None:
+        self.send(Ask(size))
+
+    def take(self, wait: bool) -> Lease | EllipsisType | None:
+        try:
+            return self._leases.get(block=wait)
+        except queue.Empty:
+            return ...
+
+    def close(self) -> None:
+        self._out.put(None)
+        self._writer.join(timeout=10)
+        self._conn.close()
+
+    def _write(self) -> None:
+        while (frame := self._out.get()) is not None:
+            try:
+                self._conn.send_bytes(frame)
+            except OSError:  # the driver is gone; the reader ends the engine
+                return
+
+    def _read(self) -> None:
+        assert self._loop is not None
+        loop = self._loop
+        while True:
+            try:
+                message = decode_for_engine(self._conn.recv_bytes())
+            except (EOFError, OSError, msgspec.DecodeError):
+                # The driver is gone (or garbled): stop, cancel, and end.
+                self._leases.put(None)
+                loop.call_soon_threadsafe(self._driver_gone)
+                return
+            if isinstance(message, Grant):
+                self._leases.put(message.lease)
+            elif isinstance(message, Start):
+                loop.call_soon_threadsafe(_settle, self.started, message)
+            elif isinstance(message, Stop):
+                self._leases.put(None)  # a feed waiting for a lease ends
+                loop.call_soon_threadsafe(self.on_stop, message.cancel)
+
+    def _driver_gone(self) -> None:
+        if not self.started.done():
+            self.started.set_exception(ConnectionError("the driver went away before the start"))
+        else:
+            self.on_stop(True)
+
+    def _stop_before_start(self, cancel: bool) -> None:
+        if not self.started.done():
+            self.started.set_exception(ConnectionError("stopped before the start"))
+
+
+def _settle(future: asyncio.Future[Start], message: Start) -> None:
+    if not future.done():
+        future.set_result(message)
