@@ -1,0 +1,411 @@
+"""The client's throughput ceiling on one engine and on two (``--engines``).
+
+The bar (``--engines N``): with ``--engines 2`` on two cores against nginx
+or the simulated endpoint, the client's ceiling in requests/s and SSE
+events/s rises compared to one engine.  The figure is reported, not
+asserted: this bench only fails when a request fails or the two points did
+not issue and record the same requests.
+
+To find the client's ceiling rather than the server's, the server costs as
+little CPU as it can and adds no delay, and each response carries many
+small events.  Two servers, in this order:
+
+* nginx, when installed (``apt-get install nginx-light``; skipped with the
+  reason when it is not): one worker process, started from here with its
+  own configuration, pid and logs in a temporary directory, on a free
+  loopback port.  It answers ``POST /v1/chat/completions`` with a
+  pre-built static file (``error_page 405 =200 $uri``: the static module
+  refuses POST, the error page serves the file), ``Content-Type:
+  text/event-stream`` with a Content-Length: an OpenAI chat-completion
+  stream of ``EVENTS`` one-character content chunks between a role chunk
+  and a ``finish_reason`` chunk, ending with ``data: [DONE]``.
+* the simulated endpoint, with no TTFT, no inter-token delay and
+  ``--framing length`` (the whole stream in one write), which always runs.
+  It is a Python process, so on two cores it competes with the client for
+  CPU more than nginx does: its ceiling is the lower one.
+
+For each server, ``run_point`` (what ``mlpe-fast run`` does, run folder
+included) measures one point at concurrency ``CONCURRENCY`` with
+``REQUESTS`` requests of ``EVENTS`` tokens each, with ``engines=1`` and then
+``engines=2`` (``min_streams_per_engine=1``, so the second point really is
+split over two engine processes).  The table prints, for each, requests/s
+and SSE events/s over the point's tracked duration, the client's CPU per
+request (all its processes: the driver and the engines) and the ratio of
+two engines to one.  Other processes on the machine share the two cores
+and move these figures.
+
+    pytest bench/bench_engines.py -o python_files='bench_*.py' -s
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlpe_fast.config import RunConfig, add_run_arguments, resolve
+from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
+TOKENIZER = SHARED / "tokenizers" / "char"
+
+MODEL = "mlpe-bench"
+CONCURRENCY = 256
+EVENTS = 128
+# Requests per point: a few seconds of load at each server's ceiling.
+REQUESTS = {"nginx": 32768, "simulated": 12288}
+ENGINES = (1, 2)
+ROUNDS = 3
+"""Rounds of (engines=1, engines=2); the table shows each one's best round
+(the highest requests/s: the least disturbed by other processes)."""
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads the server's CPU time in /proc"
+)
+
+
+# -- the servers --------------------------------------------------------------
+
+
+def sse_body(events: int, model: str = MODEL) -> bytes:
+    """An OpenAI chat-completion stream: a role chunk, ``events`` one-
+    character content chunks, a ``finish_reason`` chunk, ``[DONE]``."""
+
+    def chunk(delta: dict[str, str], finish: str | None = None) -> bytes:
+        data = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1700000000,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+    pieces = [chunk({"role": "assistant", "content": ""})]
+    pieces += [chunk({"content": "abcdefghijklmnopqrstuvwxyz"[i % 26]}) for i in range(events)]
+    pieces.append(chunk({}, "stop"))
+    pieces.append(b"data: [DONE]\n\n")
+    return b"".join(pieces)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _nginx_binary() -> str | None:
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
+    )
+
+
+NGINX_CONF = """\
+worker_processes 1;
+daemon off;
+{user}pid {root}/nginx.pid;
+error_log {root}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    client_body_temp_path {root}/client_body;
+    proxy_temp_path {root}/proxy;
+    fastcgi_temp_path {root}/fastcgi;
+    uwsgi_temp_path {root}/uwsgi;
+    scgi_temp_path {root}/scgi;
+    sendfile on;
+    tcp_nodelay on;
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location = /v1/chat/completions {{
+            types {{ }}
+            default_type text/event-stream;
+            root {root}/www;
+            # The static module answers POST with 405; its error page is
+            # the file itself, served with status 200.
+            error_page 405 =200 $uri;
+        }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx_endpoint(root: Path) -> Iterator[tuple[str, int]]:
+    """nginx serving :func:`sse_body` from ``root`` (module doc); skips the
+    test when nginx is not installed or does not start."""
+    binary = _nginx_binary()
+    if binary is None:
+        pytest.skip("nginx is not installed (apt-get install nginx-light)")
+    www = root / "www" / "v1" / "chat"
+    www.mkdir(parents=True)
+    (www / "completions").write_bytes(sse_body(EVENTS))
+    port = _free_port()
+    # As root the master hands the connections to workers of the "user"
+    # directive's account: keep them root, so that they can read the file.
+    user = "user root;\n" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
+    conf = root / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(root=root, port=port, user=user), encoding="utf-8")
+    # -e: the error log before the configuration is read (not /var/log).
+    argv = [binary, "-p", str(root), "-c", str(conf), "-e", str(root / "error.log")]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            if proc.poll() is not None:
+                error = proc.stderr.read() if proc.stderr is not None else ""
+                pytest.skip(f"nginx did not start: {error.strip() or proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.skip(f"nginx did not listen on 127.0.0.1:{port} within 10 s")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+@contextlib.contextmanager
+def server(name: str, root: Path) -> Iterator[tuple[str, int]]:
+    """The server's URL and the pid of its (master) process."""
+    if name == "nginx":
+        with nginx_endpoint(root) as running:
+            yield running
+    else:
+        flags = ("--framing", "length", "--model", MODEL, "--max-output-tokens", str(EVENTS))
+        with simulated_endpoint(flags) as url:
+            pids = [p for p in _children(os.getpid()) if b"mlpe_fast.sim.server" in _cmdline(p)]
+            assert len(pids) == 1, pids
+            yield url, pids[0]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3 on)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) and int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` and its live descendants: the
+    server's CPU, read before and after a point."""
+    total = 0
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        fields = _stat(current)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+            pending += _children(current)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+# -- the points ---------------------------------------------------------------
+
+
+class MachineCpu:
+    """Samples the machine's busy CPU (/proc/stat) every 50 ms in a thread,
+    so that a point's window can be read afterwards: what the client, the
+    server and everything else on the machine used while it ran."""
+
+    PERIOD_S = 0.05
+
+    def __init__(self) -> None:
+        # (monotonic ns, busy ticks, of which softirq ticks)
+        self._samples: list[tuple[int, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-cpu", daemon=True)
+
+    @staticmethod
+    def _ticks() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal ...: busy is all but
+        # idle, iowait and steal (guest time is already in user).  Softirq
+        # time (loopback TCP's receive side, much of it) is charged to no
+        # process.
+        return fields[0] + fields[1] + fields[2] + fields[5] + fields[6], fields[6]
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._samples.append((time.monotonic_ns(), *self._ticks()))
+            self._stop.wait(self.PERIOD_S)
+
+    def __enter__(self) -> MachineCpu:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def cores(self, start_ns: int, end_ns: int) -> tuple[float, float]:
+        """Busy cores, and softirq cores, on average from the first sample
+        at or after ``start_ns`` to the last one at or before ``end_ns``."""
+        inside = [s for s in self._samples if start_ns <= s[0] <= end_ns]
+        if len(inside) < 2:
+            return float("nan"), float("nan")
+        (t_a, busy_a, soft_a), (t_b, busy_b, soft_b) = inside[0], inside[-1]
+        seconds = os.sysconf("SC_CLK_TCK") * (t_b - t_a) / 1e9
+        return (busy_b - busy_a) / seconds, (soft_b - soft_a) / seconds
+
+
+def point_config(endpoint: str, engines: int, requests: int, report_dir: Path) -> RunConfig:
+    """The configuration ``mlpe-fast run`` builds from these flags."""
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    args = parser.parse_args(
+        [
+            *("--endpoints", endpoint, "--model", MODEL),
+            *("--dataset", f"{DATASET},parser.prompt=text_input"),
+            *("--tokenizer", str(TOKENIZER)),
+            *("--concurrency", str(CONCURRENCY), "--num-samples", str(requests)),
+            *("--max-output-tokens", str(EVENTS)),
+            *("--engines", str(engines), "--min-streams-per-engine", "1"),
+            *("--report-dir", str(report_dir)),
+        ]
+    )
+    return resolve(args)
+
+
+def measure(
+    endpoint: str, server_pid: int, engines: int, requests: int, report_dir: Path
+) -> dict[str, float]:
+    import uvloop
+
+    config = point_config(endpoint, engines, requests, report_dir)
+    server_before = tree_cpu_s(server_pid)
+    with MachineCpu() as machine:
+        result: PointResult = uvloop.run(run_point(config, endpoint, progress=False))
+    server_cpu_s = tree_cpu_s(server_pid) - server_before
+    records = result.records
+    failed = [r for r in records if r.error_class is not None]
+    assert not failed, f"{len(failed)} requests failed: {failed[0].error_class}: " + (
+        failed[0].error_message or ""
+    )
+    assert result.state == "complete" and result.failure is None, result.failure
+    assert len(records) == requests == result.stats.issued == result.stats.completed
+    assert result.stats.failed == 0
+    assert result.audit.engines == engines
+    assert result.audit.duplicate_queries == 0
+    assert len({r.sample_id for r in records}) == requests
+    for record in records:
+        assert record.response.content_events == EVENTS
+        assert record.response.done and record.response.finish_reason in ("stop", "length")
+    summary = json.loads((report_dir / "performance" / "result_summary.json").read_text())
+    assert summary["duration_ns"] == result.summary["duration_ns"]
+    duration_s = summary["duration_ns"] / 1e9
+    # Linux: the records' stamps are on CLOCK_MONOTONIC, as the sampler's.
+    start_ns, end_ns = min(r.t_issue for r in records), max(r.t_end for r in records)
+    client_cores = result.audit.cpu_s / duration_s
+    server_cores = server_cpu_s / duration_s
+    machine_cores, softirq_cores = machine.cores(start_ns, end_ns)
+    events = sum(r.response.events for r in records)
+    return {
+        "duration_s": duration_s,
+        "span_s": (end_ns - start_ns) / 1e9,
+        "requests_per_s": requests / duration_s,
+        "events_per_s": events / duration_s,
+        "cpu_s": result.audit.cpu_s,
+        "cpu_us_per_request": result.audit.cpu_s / requests * 1e6,
+        "client_cores": client_cores,
+        "server_cores": server_cores,
+        "machine_cores": machine_cores,
+        "softirq_cores": softirq_cores,
+        "other_cores": machine_cores - client_cores - server_cores - softirq_cores,
+        "events": events,
+    }
+
+
+@pytest.mark.parametrize("name", ["nginx", "simulated"])
+def test_engines_ceiling(
+    benchmark: Any, name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    root = tmp_path_factory.mktemp(f"engines-{name}")
+    rounds: dict[int, list[dict[str, float]]] = {e: [] for e in ENGINES}
+    requests = REQUESTS[name]
+    with server(name, root / "server") as (endpoint, pid):
+
+        def run_both() -> None:
+            n = len(rounds[1])
+            for engines in ENGINES:
+                folder = root / f"run-e{engines}-{n}"
+                rounds[engines].append(measure(endpoint, pid, engines, requests, folder))
+
+        benchmark.pedantic(run_both, rounds=ROUNDS, iterations=1)
+    assert len({f["events"] for runs in rounds.values() for f in runs}) == 1
+    best = {e: max(runs, key=lambda f: f["requests_per_s"]) for e, runs in rounds.items()}
+    benchmark.extra_info.update({f"e{e}_{k}": v for e, f in best.items() for k, v in f.items()})
+    print()
+    print(table(name, requests, best))
+    for engines, runs in rounds.items():
+        each = ", ".join(f"{f['requests_per_s']:,.0f}" for f in runs)
+        print(f"  engines={engines}, requests/s by round: {each}")
+
+
+def table(name: str, requests: int, best: dict[int, dict[str, float]]) -> str:
+    one, two = best[1], best[2]
+    rows = [
+        ("requests/s", "requests_per_s", "{:,.0f}"),
+        ("SSE events/s", "events_per_s", "{:,.0f}"),
+        ("client CPU µs/request", "cpu_us_per_request", "{:,.1f}"),
+        ("client CPU, cores", "client_cores", "{:,.2f}"),
+        ("server CPU, cores", "server_cores", "{:,.2f}"),
+        ("softirq, cores", "softirq_cores", "{:,.2f}"),
+        ("other processes, cores", "other_cores", "{:,.2f}"),
+        ("machine busy, cores", "machine_cores", "{:,.2f}"),
+        ("duration s", "duration_s", "{:,.2f}"),
+    ]
+    title = (
+        f"{name}: c={CONCURRENCY}, {requests} requests x {EVENTS} tokens, "
+        f"{os.cpu_count()} cores, best of {ROUNDS} rounds"
+    )
+    lines = [title, f"{'':24}{'engines=1':>14}{'engines=2':>14}{'2 / 1':>9}"]
+    for label, key, fmt in rows:
+        ratio = two[key] / one[key] if one[key] else float("nan")
+        lines.append(
+            f"{label:24}{fmt.format(one[key]):>14}{fmt.format(two[key]):>14}{ratio:>8.2f}x"
+        )
+    return "\n".join(lines)
