@@ -334,6 +334,25 @@ def test_ctrl_c_stops_every_engine(tmp_path: Path, endpoint: str) -> None:
     assert _gone(engines)
 
 
+@linux_only
+def test_engines_do_not_outlive_a_killed_driver(tmp_path: Path, endpoint: str) -> None:
+    """No orphan load: an engine whose driver is gone stops at once."""
+    proc = _cli(tmp_path, endpoint)
+    engines = _engines_of(proc.pid)
+    _wait_for_load(proc, tmp_path / "run")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    deadline = time.monotonic() + 10
+    while not _gone(engines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert _gone(engines), "engines went on without their driver"
+    finally:
+        for pid in engines:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize(
     ("flags", "said"),
     [
