@@ -25,14 +25,24 @@ small events.  Two servers, in this order:
   CPU more than nginx does: its ceiling is the lower one.
 
 For each server, ``run_point`` (what ``mlpe-fast run`` does, run folder
-included) measures one point at concurrency ``CONCURRENCY`` with
-``REQUESTS`` requests of ``EVENTS`` tokens each, with ``engines=1`` and then
-``engines=2`` (``min_streams_per_engine=1``, so the second point really is
-split over two engine processes).  The table prints, for each, requests/s
-and SSE events/s over the point's tracked duration, the client's CPU per
-request (all its processes: the driver and the engines) and the ratio of
-two engines to one.  Other processes on the machine share the two cores
-and move these figures.
+included) measures one point at concurrency ``CONCURRENCY`` with the
+server's ``REQUESTS`` of ``EVENTS`` tokens each, with ``engines=1`` and
+then ``engines=2`` (``min_streams_per_engine=1``, so the second point
+really is split over two engine processes), ``ROUNDS`` times; the table
+shows each one's best round (highest requests/s, the least disturbed) and
+the ratio of two engines to one:
+
+* requests/s and SSE events/s (all ``data:`` events, ``[DONE]`` included)
+  over the point's tracked duration (``duration_ns`` of
+  ``performance/result_summary.json``);
+* the client's CPU (all its processes: the driver and the engines, the
+  self-audit's ``client CPU``) per request and in cores;
+* the server's CPU (its processes' user + system time) in cores, the
+  machine's softirq time (loopback TCP, charged to no process) and the rest
+  of the machine's busy time: other processes (tests running beside the
+  bench), give or take about 0.15 cores of tick granularity.  With the
+  machine busy near 2.0 cores the point is at the machine's ceiling; a
+  server near 1.0 core is at its own.
 
     pytest bench/bench_engines.py -o python_files='bench_*.py' -s
 """
@@ -394,12 +404,13 @@ def table(name: str, requests: int, best: dict[int, dict[str, float]]) -> str:
         ("client CPU, cores", "client_cores", "{:,.2f}"),
         ("server CPU, cores", "server_cores", "{:,.2f}"),
         ("softirq, cores", "softirq_cores", "{:,.2f}"),
-        ("other processes, cores", "other_cores", "{:,.2f}"),
+        ("rest of machine, cores", "other_cores", "{:,.2f}"),
         ("machine busy, cores", "machine_cores", "{:,.2f}"),
         ("duration s", "duration_s", "{:,.2f}"),
     ]
     title = (
-        f"{name}: c={CONCURRENCY}, {requests} requests x {EVENTS} tokens, "
+        f"{name}: c={CONCURRENCY}, {requests} requests x {EVENTS} tokens "
+        f"({one['events'] / requests:.0f} SSE events each), "
         f"{os.cpu_count()} cores, best of {ROUNDS} rounds"
     )
     lines = [title, f"{'':24}{'engines=1':>14}{'engines=2':>14}{'2 / 1':>9}"]

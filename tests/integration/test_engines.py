@@ -310,10 +310,12 @@ def test_a_lost_engine_ends_the_point_with_its_partial_data(
 
 
 @linux_only
-def test_ctrl_c_stops_every_engine(tmp_path: Path, endpoint: str) -> None:
+@pytest.mark.parametrize("under_load", [True, False], ids=["under load", "before the start"])
+def test_ctrl_c_stops_every_engine(tmp_path: Path, endpoint: str, under_load: bool) -> None:
     proc = _cli(tmp_path, endpoint)
     engines = _engines_of(proc.pid)
-    _wait_for_load(proc, tmp_path / "run")
+    if under_load:
+        _wait_for_load(proc, tmp_path / "run")
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole group
     try:
         _, err = proc.communicate(timeout=60)
@@ -323,10 +325,12 @@ def test_ctrl_c_stops_every_engine(tmp_path: Path, endpoint: str) -> None:
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
     summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
-    assert summary["state"] == "interrupted" and summary["n_samples_completed"] >= 20
+    assert summary["state"] == "interrupted"
     assert summary["n_samples_issued"] == summary["n_samples_completed"] + summary.get(
         "n_samples_failed", 0
     )
+    if under_load:
+        assert summary["n_samples_completed"] >= 20
     assert not (tmp_path / "run" / "distributed" / "INCOMPLETE").exists()
     deadline = time.monotonic() + 10
     while not _gone(engines) and time.monotonic() < deadline:

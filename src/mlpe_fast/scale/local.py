@@ -20,11 +20,13 @@ the point ends with what arrived and a ``failure`` that says why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -235,8 +237,10 @@ async def run_on_engines(
     group = _Group(setups, book)
     on_group(group)
     cpu_before = os.times()
+    t0 = monotonic_ns()
     try:
-        await group.ready()
+        if not await group.ready():
+            return _stopped_before_start(t0, shares, group, book)
         t0 = monotonic_ns() + START_LEAD_NS
         on_start(t0)
         if whole_passes and duration_ns is not None:
@@ -270,6 +274,24 @@ async def run_on_engines(
     )
 
 
+def _stopped_before_start(
+    t0: int, shares: tuple[int, ...], group: _Group, book: LeaseBook
+) -> EngineRun:
+    """The run of a point stopped before its engines started: no records."""
+    return EngineRun(
+        t0_ns=t0,
+        concurrency=shares,
+        records=[],
+        engine_of=array("q"),
+        keys=array("q"),
+        totals=group.totals,
+        pids=group.pids,
+        granted=book.granted,
+        driver_cpu_ns=0,
+        driver_cpu_system_ns=0,
+    )
+
+
 def _blocks(count: int, engines: int) -> list[range]:
     """``range(count)`` in ``engines`` contiguous parts, sizes differing by
     at most one (the Offline split)."""
@@ -279,6 +301,29 @@ def _blocks(count: int, engines: int) -> list[range]:
         parts.append(range(start, start + size))
         start += size
     return parts
+
+
+@contextlib.contextmanager
+def _interrupts_ignored_from_birth() -> Iterator[None]:
+    """Starts engines with SIGINT ignored: a Ctrl-C reaches the terminal's
+    whole process group, and an engine still importing would die of it
+    with a "Fatal Python error" (an ignored signal stays ignored across
+    exec, and Python keeps it so).  The driver's own handler is put back at
+    once; a Ctrl-C in those few milliseconds is lost."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "SIGINT"
+    ):
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:  # a handler not set from Python: cannot be put back
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Group:
@@ -292,18 +337,19 @@ class _Group:
         self._conns: list[Connection] = []
         self._procs: list[BaseProcess] = []
         self._send_locks = [threading.Lock() for _ in setups]
-        for setup in setups:
-            mine, theirs = context.Pipe(duplex=True)
-            proc = context.Process(
-                target=engine_main,
-                args=(theirs, setup),
-                name=f"mlpe-fast-engine-{setup.index}",
-                daemon=True,
-            )
-            proc.start()
-            theirs.close()
-            self._conns.append(mine)
-            self._procs.append(proc)
+        with _interrupts_ignored_from_birth():
+            for setup in setups:
+                mine, theirs = context.Pipe(duplex=True)
+                proc = context.Process(
+                    target=engine_main,
+                    args=(theirs, setup),
+                    name=f"mlpe-fast-engine-{setup.index}",
+                    daemon=True,
+                )
+                proc.start()
+                theirs.close()
+                self._conns.append(mine)
+                self._procs.append(proc)
         self.pids = [proc.pid or 0 for proc in self._procs]
         self.records: list[RequestRecord] = []
         self.engine_of = array("q")
@@ -326,7 +372,9 @@ class _Group:
 
     # -- the point ------------------------------------------------------------
 
-    async def ready(self) -> None:
+    async def ready(self) -> bool:
+        """Waits for every engine's Ready; False when the point was stopped
+        (a signal) before they all were: there is nothing to start."""
         try:
             await asyncio.wait_for(asyncio.shield(self._all_ready), READY_TIMEOUT_S)
         except TimeoutError:
@@ -334,6 +382,7 @@ class _Group:
             raise EngineStartError(
                 f"engines {late} were not ready within {READY_TIMEOUT_S:.0f} s"
             ) from None
+        return not self._stopping
 
     async def run(self, t0: int, on_batch: Callable[[int, Batch], None]) -> None:
         self._on_batch = on_batch
@@ -432,6 +481,12 @@ class _Group:
 
     def _lost(self, engine: int, reason: str) -> None:
         if self._ended[engine]:
+            return
+        if self._stopping and self._on_batch is None:
+            # Stopped (a signal) before the start: engines end as told.
+            self._end(engine)
+            if all(self._ended) and not self._all_ready.done():
+                self._all_ready.set_result(None)
             return
         if not self._all_ready.done():
             self._all_ready.set_exception(EngineStartError(reason))
