@@ -506,15 +506,7 @@ async def _performance_on_engines(
 
     def on_record(record: RequestRecord, prompt: Prompt) -> None:
         system = dataset.samples[record.sample_index].system
-        data = _prompt_data(prompt, system, chat)
-        output = (
-            text_model_output(record.response, streaming=config.stream)
-            if record.error_class is None
-            else None
-        )
-        counter.submit(count_job(record, streaming=config.stream, prompt=data, output=output))
-        if events is not None:
-            events.record(record, data, output=output)
+        _count_and_log(record, _prompt_data(prompt, system, chat), config, counter, events)
         done[0 if record.ok else 1] += 1
         if bar is not None:
             bar.update(done[0] + done[1], done[1], done[0] + done[1])
@@ -584,15 +576,7 @@ async def _performance(
 
     def on_record(record: RequestRecord) -> None:
         records.append(record)
-        prompt = prompts.pop(record.sample_id, None)
-        output = (
-            text_model_output(record.response, streaming=config.stream)
-            if record.error_class is None
-            else None
-        )
-        counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
-        if events is not None:
-            events.record(record, prompt, output=output)
+        _count_and_log(record, prompts.pop(record.sample_id, None), config, counter, events)
         if bar is not None:
             bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
@@ -608,6 +592,25 @@ async def _performance(
     if events is not None:
         events.session(SESSION_STOP_PERFORMANCE_TRACKING)
     return measured
+
+
+def _count_and_log(
+    record: RequestRecord,
+    prompt: PromptData | None,
+    config: RunConfig,
+    counter: TokenCounter,
+    events: EventsWriter | None,
+) -> None:
+    """A measured record's part beside the load: its tokens to the counter,
+    its events to the log."""
+    output = (
+        text_model_output(record.response, streaming=config.stream)
+        if record.error_class is None
+        else None
+    )
+    counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
+    if events is not None:
+        events.record(record, prompt, output=output)
 
 
 async def _accuracy(

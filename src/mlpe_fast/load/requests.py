@@ -70,6 +70,7 @@ __all__ = (
     "salted_body",
     "sequential_order",
     "shuffled_order",
+    "templates_for",
 )
 
 CHAT_ROUTE = "/v1/chat/completions"
@@ -185,6 +186,20 @@ def build_body_templates(
             )
         templates.append(_encode(doc, salted))
     return tuple(templates)
+
+
+def templates_for(dataset: Dataset, config: RunConfig, *, salt: bool) -> tuple[BodyTemplate, ...]:
+    """Every sample's body as ``config`` asks for it (model, API type,
+    streaming, output cap, sampling), split for the salt when ``salt``."""
+    return build_body_templates(
+        dataset,
+        model=config.model,
+        api_type=config.api_type,
+        stream=config.stream,
+        max_output_tokens=config.max_output_tokens,
+        sampling=config.generation.as_dict(),
+        salt=salt,
+    )
 
 
 def _chat_doc(
@@ -376,15 +391,7 @@ class RequestFeed:
         else:
             raise ValueError(f"unknown phase {phase!r}")
         salted = salt_seed is not None
-        templates = build_body_templates(
-            dataset,
-            model=config.model,
-            api_type=config.api_type,
-            stream=config.stream,
-            max_output_tokens=config.max_output_tokens,
-            sampling=config.generation.as_dict(),
-            salt=salted,
-        )
+        templates = templates_for(dataset, config, salt=salted)
         if salted and salter is None:
             assert salt_seed is not None
             salter = Salter(salt_seed)

@@ -35,7 +35,7 @@ from ..engine.audit import ClientTotals, LoopLagProbe
 from ..engine.loop import loop_runner_for_platform
 from ..engine.record import RequestRecord
 from ..load.dataset import load_dataset
-from ..load.requests import build_body_templates
+from ..load.requests import templates_for
 from ..load.scheduler import Phase, run_phase
 from .leases import Lease, LeaseChannel, LeasedFeed
 from .messages import (
@@ -92,15 +92,7 @@ async def _engine(link: _Link, setup: EngineSetup) -> None:
 
     config = setup.config
     dataset = load_dataset(config.performance_datasets[0])
-    templates = build_body_templates(
-        dataset,
-        model=config.model,
-        api_type=config.api_type,
-        stream=config.stream,
-        max_output_tokens=config.max_output_tokens,
-        sampling=config.generation.as_dict(),
-        salt=config.salt,
-    )
+    templates = templates_for(dataset, config, salt=config.salt)
     client = client_for(config, setup.endpoint)
     loop = asyncio.get_running_loop()
     link.attach(loop)

@@ -310,9 +310,7 @@ def _interrupts_ignored_from_birth() -> Iterator[None]:
     with a "Fatal Python error" (an ignored signal stays ignored across
     exec, and Python keeps it so).  The driver's own handler is put back at
     once; a Ctrl-C in those few milliseconds is lost."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(
-        signal, "SIGINT"
-    ):
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGINT"):
         yield
         return
     previous = signal.getsignal(signal.SIGINT)
