@@ -59,13 +59,14 @@ from .metrics.tokens import TokenCounter, TokenCounts, count_job, load_tokenizer
 from .metrics.usage_check import usage_cross_check
 from .report.progress import Progress
 from .report.table import render
-from .scale.local import (
+from .scale.driver import (
     EngineRun,
     EngineStartError,
     audit_engines,
     run_on_engines,
     write_engines_report,
 )
+from .scale.local import LocalEngines
 from .scale.split import engines_for
 from .sim.tokenizer import DEMO_TOKENIZER
 
@@ -527,6 +528,7 @@ async def _performance_on_engines(
             on_record=on_record,
             on_start=on_start,
             on_group=stop.watch,
+            make_group=LocalEngines,
         )
     except EngineStartError as error:
         raise SetupError(str(error)) from None

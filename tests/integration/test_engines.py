@@ -33,7 +33,8 @@ from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.load.dataset import DatasetSpec, load_dataset
 from mlpe_fast.load.requests import Prompt
 from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint
-from mlpe_fast.scale.local import EngineStartError, run_on_engines
+from mlpe_fast.scale.driver import EngineStartError, run_on_engines
+from mlpe_fast.scale.local import LocalEngines
 
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="the process-control tests use POSIX signals"
@@ -133,6 +134,7 @@ def test_offline_gives_each_engine_one_contiguous_block(tmp_path: Path, endpoint
             max_requests=60,
             on_record=on_record,
             on_start=started.append,
+            make_group=LocalEngines,
         )
     )
     assert run.failure is None and len(records) == len(run.records) == 60
@@ -173,6 +175,7 @@ def test_an_engine_that_cannot_start_is_a_setup_error(tmp_path: Path, endpoint: 
                 engines=2,
                 max_requests=8,
                 on_record=lambda record, prompt: None,
+                make_group=LocalEngines,
             )
         )
 

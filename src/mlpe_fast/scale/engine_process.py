@@ -24,6 +24,7 @@ import os
 import queue
 import signal
 import threading
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from time import monotonic_ns
 from types import EllipsisType
@@ -41,6 +42,7 @@ from .leases import Lease, LeaseChannel, LeasedFeed
 from .messages import (
     Ask,
     Batch,
+    DriverMessage,
     EngineMessage,
     EngineTotals,
     Failed,
@@ -52,7 +54,7 @@ from .messages import (
     encode,
 )
 
-__all__ = ("BATCH_PERIOD_S", "EngineSetup", "engine_main")
+__all__ = ("BATCH_PERIOD_S", "EngineLink", "EngineSetup", "engine_main", "run_engine")
 
 BATCH_PERIOD_S = 0.1
 """How often an engine sends its finished records (and so its heartbeat)."""
@@ -78,16 +80,17 @@ def engine_main(conn: Connection, setup: EngineSetup) -> None:
     """The process entry point (``multiprocessing`` target)."""
     if hasattr(signal, "SIGINT"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    link = _Link(conn)
+    link = _PipeLink(conn)
     try:
-        loop_runner_for_platform()(_engine(link, setup))
+        loop_runner_for_platform()(run_engine(link, setup))
     except BaseException as error:  # the driver must hear why, never a traceback
         link.send(Failed(f"engine {setup.index}: {type(error).__name__}: {error}"))
     finally:
         link.close()
 
 
-async def _engine(link: _Link, setup: EngineSetup) -> None:
+async def run_engine(link: EngineLink, setup: EngineSetup) -> None:
+    """Runs one engine's share of a point over ``link`` (module doc)."""
     from ..runner import client_for  # the runner imports this package
 
     config = setup.config
@@ -171,26 +174,25 @@ async def _until(t0_ns: int) -> None:
         pass
 
 
-class _Link(LeaseChannel):
-    """The engine's end of the pipe (module doc)."""
+class EngineLink(LeaseChannel):
+    """The engine's end of its connection to the driver, whatever carries
+    it: :meth:`send` for the engine's messages, :meth:`dispatch` for the
+    driver's (leases go to a queue the feed takes from; Start and Stop are
+    handed to the loop).  Subclasses carry the bytes."""
 
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    def __init__(self) -> None:
         self._leases: queue.SimpleQueue[Lease | None] = queue.SimpleQueue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started: asyncio.Future[Start]
-        self.on_stop = self._stop_before_start
-        self._writer = threading.Thread(target=self._write, name="mlpe-engine-out", daemon=True)
-        self._writer.start()
+        self.on_stop: Callable[[bool], object] = self._stop_before_start
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Binds the link to the engine's loop, before any message."""
         self._loop = loop
         self.started = loop.create_future()
-        threading.Thread(target=self._read, name="mlpe-engine-in", daemon=True).start()
 
     def send(self, message: EngineMessage) -> None:
-        self._out.put(encode(message))
+        raise NotImplementedError
 
     def ask(self, size: int) -> None:
         self.send(Ask(size))
@@ -200,6 +202,52 @@ class _Link(LeaseChannel):
             return self._leases.get(block=wait)
         except queue.Empty:
             return ...
+
+    def dispatch(self, message: DriverMessage) -> None:
+        """Acts on one of the driver's messages (any thread)."""
+        assert self._loop is not None
+        loop = self._loop
+        if isinstance(message, Grant):
+            self._leases.put(message.lease)
+        elif isinstance(message, Start):
+            loop.call_soon_threadsafe(_settle, self.started, message)
+        elif isinstance(message, Stop):
+            self._leases.put(None)  # a feed waiting for a lease ends
+            loop.call_soon_threadsafe(self.on_stop, message.cancel)
+
+    def driver_gone(self) -> None:
+        """The driver went away (any thread): stop, cancel, and end."""
+        assert self._loop is not None
+        self._leases.put(None)
+        self._loop.call_soon_threadsafe(self._driver_gone)
+
+    def _driver_gone(self) -> None:
+        if not self.started.done():
+            self.started.set_exception(ConnectionError("the driver went away before the start"))
+        else:
+            self.on_stop(True)
+
+    def _stop_before_start(self, cancel: bool) -> None:
+        if not self.started.done():
+            self.started.set_exception(ConnectionError("stopped before the start"))
+
+
+class _PipeLink(EngineLink):
+    """The link over a ``multiprocessing`` pipe (module doc)."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__()
+        self._conn = conn
+        self._out: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._writer = threading.Thread(target=self._write, name="mlpe-engine-out", daemon=True)
+        self._writer.start()
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().attach(loop)
+        threading.Thread(target=self._read, name="mlpe-engine-in", daemon=True).start()
+
+    def send(self, message: EngineMessage) -> None:
+        self._out.put(encode(message))
 
     def close(self) -> None:
         self._out.put(None)
@@ -214,33 +262,13 @@ class _Link(LeaseChannel):
                 return
 
     def _read(self) -> None:
-        assert self._loop is not None
-        loop = self._loop
         while True:
             try:
                 message = decode_for_engine(self._conn.recv_bytes())
             except (EOFError, OSError, msgspec.DecodeError):
-                # The driver is gone (or garbled): stop, cancel, and end.
-                self._leases.put(None)
-                loop.call_soon_threadsafe(self._driver_gone)
+                self.driver_gone()
                 return
-            if isinstance(message, Grant):
-                self._leases.put(message.lease)
-            elif isinstance(message, Start):
-                loop.call_soon_threadsafe(_settle, self.started, message)
-            elif isinstance(message, Stop):
-                self._leases.put(None)  # a feed waiting for a lease ends
-                loop.call_soon_threadsafe(self.on_stop, message.cancel)
-
-    def _driver_gone(self) -> None:
-        if not self.started.done():
-            self.started.set_exception(ConnectionError("the driver went away before the start"))
-        else:
-            self.on_stop(True)
-
-    def _stop_before_start(self, cancel: bool) -> None:
-        if not self.started.done():
-            self.started.set_exception(ConnectionError("stopped before the start"))
+            self.dispatch(message)
 
 
 def _settle(future: asyncio.Future[Start], message: Start) -> None:
