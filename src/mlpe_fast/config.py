@@ -243,6 +243,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             own: a point at concurrency C runs on at most
             ``ceil(C / min_streams_per_engine)`` engines (YAML
             ``mlpe_fast.min_streams_per_engine``).
+        ray: run the engines on a Ray cluster: ``auto`` or the head's
+            ``HOST:PORT`` (YAML ``mlpe_fast.ray``); ``engines`` is then per
+            node.  None: on this machine.
     """
 
     endpoints: tuple[str, ...] = ()
@@ -282,6 +285,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     receive_stamps: ReceiveStamps = "kernel"
     engines: int = 1
     min_streams_per_engine: int = 64
+    ray: str | None = None
 
     @property
     def stream(self) -> bool:
@@ -412,6 +416,7 @@ _SCHEMA: _Schema = {
         "receive_stamps": "receive_stamps",
         "engines": "engines",
         "min_streams_per_engine": "min_streams_per_engine",
+        "ray": "ray",
         "timeouts": {
             "connect_s": "timeout.connect",
             "idle_s": "timeout.idle",
@@ -588,6 +593,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "receive_stamps": ("receive_stamps", "--receive-stamps"),
     "engines": ("engines", "--engines"),
     "min_streams_per_engine": ("min_streams_per_engine", "--min-streams-per-engine"),
+    "ray": ("ray", "--ray"),
 }
 
 
@@ -654,6 +660,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--min-streams-per-engine",
         metavar="N",
         help="a point at concurrency C uses at most ceil(C / N) engines (default 64)",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run the engines on a Ray cluster: auto, or the head's HOST:PORT "
+        "(--engines is then per node; needs mlpe-fast[ray])",
     )
 
     p = parser.add_argument_group("data")
@@ -976,6 +988,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         receive_stamps=_receive_stamps(get("receive_stamps")),
         engines=_engines(get("engines")),
         min_streams_per_engine=_opt(get("min_streams_per_engine"), _positive_int) or 64,
+        ray=_opt(get("ray"), _string),
     )
 
 

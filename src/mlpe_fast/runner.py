@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import sys
 from array import array
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -60,12 +61,15 @@ from .metrics.usage_check import usage_cross_check
 from .report.progress import Progress
 from .report.table import render
 from .scale.driver import (
+    EngineGroup,
     EngineRun,
     EngineStartError,
     audit_engines,
     run_on_engines,
     write_engines_report,
 )
+from .scale.engine_process import EngineSetup
+from .scale.leases import LeaseBook
 from .scale.local import LocalEngines
 from .scale.split import engines_for
 from .sim.tokenizer import DEMO_TOKENIZER
@@ -244,6 +248,7 @@ async def run_point(
     *,
     err: TextIO | None = None,
     progress: bool = True,
+    ray_clocks: dict[int, Any] | None = None,
 ) -> PointResult:
     """Measures one point against ``endpoint`` and writes its run folder.
 
@@ -252,6 +257,9 @@ async def run_point(
     ``state: "interrupted"`` and ``complete: false`` in the summary (spec
     §3.1); a second signal while tokens are being counted stops counting
     (``complete: false`` too).
+
+    ``ray_clocks`` gives Ray nodes (by index) a ``NodeClock`` other than
+    their own: a test's way to exercise the clock model on one host.
 
     Raises:
         UsageError: the configuration cannot be run (bad dataset, tokenizer,
@@ -264,19 +272,24 @@ async def run_point(
     )
     tokenizer = _load_tokenizer(config)
     template = _load_template(config)
-    engines = _engine_count(config, dataset)
     try:  # before any file is written: an endpoint that is not there is a usage mistake
         await client.check_reachable()
     except EndpointUnreachable as error:
         if error.error_class == "TLSError":  # its message says what to do
             raise UsageError(str(error)) from None
         raise UsageError(f"{error}; check --endpoints and that the server is up") from None
+    plan = _engine_plan(config, dataset, ray_clocks)
 
     folder = RunFolder(config.report_dir) if config.report_dir else None
     events: EventsWriter | None = None
     warmup_events: EventsWriter | None = None
     if folder is not None:
-        folder.prepare()
+        try:
+            folder.prepare()
+        except BaseException:
+            if plan is not None:
+                plan.close()
+            raise
         write_config_yaml(folder.config_yaml, config, endpoints=[endpoint])
         events = EventsWriter(folder.events, streaming=config.stream)
         if config.warmup_requests:
@@ -299,12 +312,12 @@ async def run_point(
             if dataset is not None:
                 if config.warmup_requests:
                     await _warmup(client, dataset, config, warmup_events, stop)
-                if not stop.requested and engines > 1:
+                if not stop.requested and plan is not None:
                     perf = await _performance_on_engines(
                         endpoint,
                         dataset,
                         config,
-                        engines,
+                        plan,
                         counter,
                         events,
                         stop,
@@ -325,6 +338,8 @@ async def run_point(
         if progress:
             bar.stop()
         counter.close()
+        if plan is not None:
+            plan.close()
     records = perf.records
     run = perf.engines
     if run is not None:
@@ -468,15 +483,31 @@ class _Measured(msgspec.Struct):
     engines: EngineRun | None = None
 
 
-def _engine_count(config: RunConfig, dataset: Dataset | None) -> int:
-    """How many engine processes the performance phase runs on (1: this
-    process), checked before anything is written.
+class _EnginePlan(msgspec.Struct):
+    """The engines a point's performance phase runs on: how many, and how
+    they are started (processes here, or actors on a Ray cluster)."""
+
+    engines: int
+    make_group: Callable[[list[EngineSetup], LeaseBook], EngineGroup]
+    cluster: Any = None  # a RayCluster to close after the point
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def _engine_plan(
+    config: RunConfig, dataset: Dataset | None, ray_clocks: dict[int, Any] | None = None
+) -> _EnginePlan | None:
+    """The engines of the performance phase (None: this process alone),
+    decided before anything is written.
 
     Raises:
-        UsageError: several engines asked for a load they cannot share.
+        UsageError: engines asked for a load they cannot share, or Ray is
+            missing or unreachable.
     """
-    if config.engines == 1 or dataset is None:
-        return 1
+    if dataset is None or (config.engines == 1 and config.ray is None):
+        return None
     if config.load_pattern == "poisson":
         raise UsageError(
             "--engines: a Poisson point runs on one engine (its arrival times come from "
@@ -486,14 +517,29 @@ def _engine_count(config: RunConfig, dataset: Dataset | None) -> int:
         load = _request_count(config, len(dataset)) or len(dataset)
     else:
         load = config.concurrency
-    return engines_for(load, config.engines, config.min_streams_per_engine)
+    if config.ray is None:
+        engines = engines_for(load, config.engines, config.min_streams_per_engine)
+        return None if engines == 1 else _EnginePlan(engines, LocalEngines)
+    from .scale.ray_cluster import RayCluster, RayEngines
+
+    cluster = RayCluster(config.ray, clocks=ray_clocks)
+    try:
+        available = cluster.engines_available(config.engines)
+        engines = engines_for(load, available, config.min_streams_per_engine)
+        nodes = cluster.assignment(engines, config.engines)
+    except BaseException:
+        cluster.close()
+        raise
+    return _EnginePlan(
+        engines, functools.partial(RayEngines, cluster=cluster, nodes=nodes), cluster
+    )
 
 
 async def _performance_on_engines(
     endpoint: str,
     dataset: Dataset,
     config: RunConfig,
-    engines: int,
+    plan: _EnginePlan,
     counter: TokenCounter,
     events: EventsWriter | None,
     stop: _Interrupt,
@@ -523,12 +569,12 @@ async def _performance_on_engines(
             config,
             endpoint,
             dataset,
-            engines=engines,
+            engines=plan.engines,
             max_requests=_request_count(config, len(dataset)),
             on_record=on_record,
             on_start=on_start,
             on_group=stop.watch,
-            make_group=LocalEngines,
+            make_group=plan.make_group,
         )
     except EngineStartError as error:
         raise SetupError(str(error)) from None

@@ -196,6 +196,8 @@ def config_to_yaml_dict(
     if config.engines != 1:
         out["mlpe_fast"]["engines"] = config.engines or "auto"
         out["mlpe_fast"]["min_streams_per_engine"] = config.min_streams_per_engine
+    if config.ray is not None:
+        out["mlpe_fast"]["ray"] = config.ray
     return out
 
 

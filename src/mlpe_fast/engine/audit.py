@@ -134,6 +134,7 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     lease_waits: int = 0
     lease_wait_ms: float = 0.0
     duplicate_queries: int = 0
+    verdict: str = ""
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -163,6 +164,7 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                     if self.duplicate_queries
                     else ""
                 )
+                + (f"; verdict {self.verdict}" if self.verdict else "")
             )
         if self.kernel_stamped:
             rows["read lag first / done p50"] = (

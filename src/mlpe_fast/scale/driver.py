@@ -109,6 +109,8 @@ class EngineRun(msgspec.Struct):
     driver_cpu_ns: int
     driver_cpu_system_ns: int
     failure: str | None = None
+    files: dict[str, Any] = msgspec.field(default_factory=dict)
+    verdict: str | None = None
 
     def first_issues(self) -> list[int | None]:
         """Each engine's first issue stamp (None: it issued nothing)."""
@@ -169,6 +171,7 @@ class EngineRun(msgspec.Struct):
             },
             "start_skew_us": self.start_skew_ns() / 1e3,
             "driver_cpu_s": self.driver_cpu_ns / 1e9,
+            "verdict": self.verdict,
             "per_engine": per_engine,
             "failure": self.failure,
         }
@@ -258,7 +261,7 @@ async def run_on_engines(
     finally:
         group.close()
     cpu_after = os.times()
-    return EngineRun(
+    run = EngineRun(
         t0_ns=t0,
         concurrency=shares,
         records=group.records,
@@ -273,6 +276,8 @@ async def run_on_engines(
         driver_cpu_system_ns=int((cpu_after.system - cpu_before.system) * 1e9),
         failure=group.failure,
     )
+    run.files, run.verdict = group.extra_report(run)
+    return run
 
 
 def _stopped_before_start(
@@ -348,6 +353,11 @@ class EngineGroup:
     def _shutdown(self) -> None:
         """Waits for the engines to end (killing the late) and frees the links."""
         raise NotImplementedError
+
+    def extra_report(self, run: EngineRun) -> tuple[dict[str, Any], str | None]:
+        """More files for ``distributed/`` (name -> JSON content) and the
+        point's verdict, where the transport has them (none here)."""
+        return {}, None
 
     def to_driver(self, engine: int, record: RequestRecord) -> RequestRecord:
         """``record`` with its stamps on the driver's clock (same clock here)."""
@@ -491,6 +501,7 @@ def audit_engines(audit: Audit, run: EngineRun) -> Audit:
         lease_waits=sum(t.lease_waits for t in done),
         lease_wait_ms=sum(t.lease_wait_ns for t in done) / 1e6,
         duplicate_queries=run.duplicate_keys(),
+        verdict=run.verdict or "",
     )
 
 
@@ -502,5 +513,7 @@ def write_engines_report(folder: Path, run: EngineRun) -> None:
     where = folder / "distributed"
     where.mkdir(parents=True, exist_ok=True)
     write_json(where / "engines.json", run.report(), encoder="stdlib")
+    for name, content in run.files.items():
+        write_json(where / name, content, encoder="stdlib")
     if run.failure is not None:
         (where / "INCOMPLETE").write_text(run.failure + "\n", encoding="utf-8")
