@@ -22,6 +22,7 @@ about 1 ms and asymmetric, a UDP round trip on loopback 10-20 µs.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import threading
@@ -94,21 +95,28 @@ class ClockResponder:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._sock.bind((host, 0))
         self.address: tuple[str, int] = self._sock.getsockname()
+        self._closed = False
         self._thread = threading.Thread(target=self._serve, name="mlpe-clock", daemon=True)
         self._thread.start()
 
     def _serve(self) -> None:
         sock, clock = self._sock, self._clock
-        while True:
+        while not self._closed:
             try:
                 data, peer = sock.recvfrom(64)
+                stamp = clock.now()
+                if len(data) == _PROBE.size:
+                    sock.sendto(_ANSWER.pack(_PROBE.unpack(data)[0], stamp), peer)
             except OSError:
-                return  # closed
-            stamp = clock.now()
-            if len(data) == _PROBE.size:
-                sock.sendto(_ANSWER.pack(_PROBE.unpack(data)[0], stamp), peer)
+                continue  # a probe's sender went away: the next probe is what counts
 
     def close(self) -> None:
+        """Stops answering: wakes the thread with an empty datagram, waits
+        for it, then closes the socket."""
+        self._closed = True
+        with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.sendto(b"", self.address)
+        self._thread.join(timeout=5)
         self._sock.close()
 
 
@@ -239,6 +247,9 @@ def map_record(record: RequestRecord, to: Callable[[int], int]) -> RequestRecord
             t_done=opt(response.t_done),
             first_chunk_error=(
                 None if error is None else msgspec.structs.replace(error, t_ns=to(error.t_ns))
+            ),
+            chunk_times=(
+                None if response.chunk_times is None else tuple(map(to, response.chunk_times))
             ),
         ),
     )
