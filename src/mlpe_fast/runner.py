@@ -333,6 +333,10 @@ async def run_point(
                 entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
             setup = ClientTotals.of(client)
         counts = await _count(counter, stop)
+    except BaseException:
+        for writer in writers:  # what was logged is kept; no session end
+            writer.close()
+        raise
     finally:
         stop.uninstall()
         if progress:

@@ -32,7 +32,13 @@ from mlpe_fast.config import RunConfig
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.load.dataset import DatasetSpec, load_dataset
 from mlpe_fast.load.requests import Prompt
-from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint
+from mlpe_fast.runner import (
+    PointResult,
+    SetupError,
+    demo_config,
+    run_point,
+    simulated_endpoint,
+)
 from mlpe_fast.scale.driver import EngineStartError, run_on_engines
 from mlpe_fast.scale.local import LocalEngines
 
@@ -178,6 +184,29 @@ def test_an_engine_that_cannot_start_is_a_setup_error(tmp_path: Path, endpoint: 
                 make_group=LocalEngines,
             )
         )
+
+
+def test_engines_that_cannot_start_leave_a_closed_event_log(
+    tmp_path: Path, endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import warnings
+
+    import mlpe_fast.runner
+
+    async def cannot_start(*args: object, **kwargs: object) -> None:
+        raise EngineStartError("engine 0: it could not start")
+
+    monkeypatch.setattr(mlpe_fast.runner, "run_on_engines", cannot_start)
+    config = _config(tmp_path, "nostart", engines=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(SetupError, match="engine 0: it could not start"):
+            _run(config, endpoint)
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    lines = (tmp_path / "nostart" / "events.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["event_type"] == "session.started"
 
 
 # Process control: the CLI in its own session, engines found among its children.
