@@ -301,7 +301,9 @@ class MachineCpu:
         return (busy_b - busy_a) / os.sysconf("SC_CLK_TCK") / ((t_b - t_a) / 1e9)
 
 
-def point_config(endpoint: str, engines: int, requests: int, report_dir: Path) -> RunConfig:
+def point_config(
+    endpoint: str, engines: int, requests: int, report_dir: Path, stamps: str = "kernel"
+) -> RunConfig:
     """The configuration ``mlpe-fast run`` builds from these flags."""
     parser = argparse.ArgumentParser()
     add_run_arguments(parser)
@@ -314,17 +316,18 @@ def point_config(endpoint: str, engines: int, requests: int, report_dir: Path) -
             *("--max-output-tokens", str(EVENTS)),
             *("--engines", str(engines), "--min-streams-per-engine", "1"),
             *("--report-dir", str(report_dir)),
+            *("--receive-stamps", stamps),
         ]
     )
     return resolve(args)
 
 
 def measure(
-    endpoint: str, server_pid: int, engines: int, requests: int, report_dir: Path
+    endpoint: str, server_pid: int, engines: int, requests: int, report_dir: Path, stamps: str
 ) -> dict[str, float]:
     import uvloop
 
-    config = point_config(endpoint, engines, requests, report_dir)
+    config = point_config(endpoint, engines, requests, report_dir, stamps)
     server_before = tree_cpu_s(server_pid)
     with MachineCpu() as machine:
         result: PointResult = uvloop.run(run_point(config, endpoint, progress=False))
@@ -367,11 +370,16 @@ def measure(
     }
 
 
-@pytest.mark.parametrize("name", ["nginx", "simulated"])
+@pytest.mark.parametrize(
+    ("name", "stamps"), [("nginx", "kernel"), ("nginx", "read"), ("simulated", "kernel")]
+)
 def test_engines_ceiling(
-    benchmark: Any, name: str, tmp_path_factory: pytest.TempPathFactory
+    benchmark: Any, name: str, stamps: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    root = tmp_path_factory.mktemp(f"engines-{name}")
+    """``stamps``: with kernel receive stamps (the default) each engine has
+    a receive thread beside its loop, so one engine already uses more than
+    a core; with read-time stamps one engine is one thread."""
+    root = tmp_path_factory.mktemp(f"engines-{name}-{stamps}")
     rounds: dict[int, list[dict[str, float]]] = {e: [] for e in ENGINES}
     requests = REQUESTS[name]
     with server(name, root / "server") as (endpoint, pid):
@@ -380,14 +388,14 @@ def test_engines_ceiling(
             n = len(rounds[1])
             for engines in ENGINES:
                 folder = root / f"run-e{engines}-{n}"
-                rounds[engines].append(measure(endpoint, pid, engines, requests, folder))
+                rounds[engines].append(measure(endpoint, pid, engines, requests, folder, stamps))
 
         benchmark.pedantic(run_both, rounds=ROUNDS, iterations=1)
     assert len({f["events"] for runs in rounds.values() for f in runs}) == 1
     best = {e: max(runs, key=lambda f: f["requests_per_s"]) for e, runs in rounds.items()}
     benchmark.extra_info.update({f"e{e}_{k}": v for e, f in best.items() for k, v in f.items()})
     print()
-    print(table(name, requests, best))
+    print(table(f"{name}, {stamps} receive stamps", requests, best))
     for engines, runs in rounds.items():
         each = ", ".join(f"{f['requests_per_s']:,.0f}" for f in runs)
         print(f"  engines={engines}, requests/s by round: {each}")
