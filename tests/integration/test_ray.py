@@ -156,6 +156,13 @@ def test_a_node_clock_offset_and_drift_are_found_and_change_nothing(
         for name in ("plain", "skewed")
     }
     assert abs(duration["skewed"] - duration["plain"]) < 0.25 * duration["plain"]
+    tps = {
+        name: _json(tmp_path / name / "performance" / "result_summary.json")["system_tps"]
+        for name in ("plain", "skewed")
+    }
+    assert abs(tps["skewed"] - tps["plain"]) < 0.25 * tps["plain"]
+    # The start instant was mapped onto the skewed clock: a common start.
+    assert skewed.audit.start_skew_ms < 5
     assert skewed.stats.ttft is not None and plain.stats.ttft is not None
     assert abs(skewed.stats.ttft.p50 - plain.stats.ttft.p50) < 0.3 * plain.stats.ttft.p50
 
