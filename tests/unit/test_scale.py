@@ -12,13 +12,17 @@ import msgspec
 import pytest
 
 from mlpe_fast.config import RunConfig
+from mlpe_fast.engine.audit import ClientTotals
 from mlpe_fast.load.dataset import DatasetSpec, load_dataset
 from mlpe_fast.load.requests import RequestFeed, build_body_templates, prompt_of, shuffled_order
 from mlpe_fast.load.salt import Salter
+from mlpe_fast.scale.clock import ClockFit
+from mlpe_fast.scale.driver import EngineRun, lag_p99_ns
 from mlpe_fast.scale.leases import Lease, LeaseBook, LeaseChannel, LeasedFeed
 from mlpe_fast.scale.messages import (
     Ask,
     Batch,
+    EngineTotals,
     Grant,
     Start,
     Stop,
@@ -26,6 +30,7 @@ from mlpe_fast.scale.messages import (
     decode_for_engine,
     encode,
 )
+from mlpe_fast.scale.ray_cluster import verdict
 from mlpe_fast.scale.split import engines_for, lease_block, split_concurrency, usable_cores
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
@@ -197,3 +202,50 @@ def test_messages_round_trip() -> None:
         assert decode_for_driver(encode(reply)) == reply
     with pytest.raises(msgspec.ValidationError):
         decode_for_engine(encode(Ask(1)))  # an engine's message is not the driver's
+
+
+# The verdict of a point on a Ray cluster -------------------------------------------
+
+
+def _run_with(lags_ns: list[int], failure: str | None = None) -> EngineRun:
+    totals = EngineTotals(
+        lags_ns=array("q", lags_ns).tobytes(),
+        cpu_ns=0,
+        cpu_system_ns=0,
+        client=ClientTotals(),
+        issued=0,
+        lease_waits=0,
+        lease_wait_ns=0,
+    )
+    return EngineRun(
+        t0_ns=0,
+        concurrency=(1,),
+        records=[],
+        engine_of=array("q"),
+        keys=array("q"),
+        totals=[totals],
+        pids=[1],
+        granted=0,
+        driver_cpu_ns=0,
+        driver_cpu_system_ns=0,
+        failure=failure,
+    )
+
+
+def _fit(rtt_ns: int = 20_000, drift_ppm: float = 0.0) -> ClockFit:
+    return ClockFit(
+        offset_ns=0.0, drift_ppm=drift_ppm, ref_ns=0, rtt_min_ns=rtt_ns, residual_max_ns=0.0,
+        rounds=3,
+    )  # fmt: skip
+
+
+def test_the_verdict_is_the_worst_that_applies() -> None:
+    calm = [1_000_000] * 100
+    assert verdict(_run_with(calm), [_fit()]) == "ok"
+    assert verdict(_run_with([20_000_000] * 100), [_fit()]) == "client-saturated"
+    assert verdict(_run_with(calm), [_fit(rtt_ns=3_000_000)]) == "clock-suspect"
+    assert verdict(_run_with(calm), [_fit(drift_ppm=-250.0)]) == "clock-suspect"
+    assert verdict(_run_with([20_000_000] * 100), [_fit(rtt_ns=3_000_000)]) == "clock-suspect"
+    assert verdict(_run_with(calm, failure="engine 0 was lost"), [_fit()]) == "node-failure"
+    assert lag_p99_ns(b"") is None
+    assert lag_p99_ns(array("q", range(1, 101)).tobytes()) == 99

@@ -65,6 +65,7 @@ __all__ = (
     "EngineRun",
     "EngineStartError",
     "audit_engines",
+    "lag_p99_ns",
     "run_on_engines",
     "write_engines_report",
 )
@@ -133,10 +134,7 @@ class EngineRun(msgspec.Struct):
         per_engine = []
         for e, share in enumerate(self.concurrency):
             totals = self.totals[e]
-            lags = array("q")
-            if totals is not None:
-                lags.frombytes(totals.lags_ns)
-            ordered = sorted(lags)
+            lag_p99 = None if totals is None else lag_p99_ns(totals.lags_ns)
             start = first[e]
             per_engine.append(
                 {
@@ -149,9 +147,7 @@ class EngineRun(msgspec.Struct):
                         None if start is None else (start - self.t0_ns) / 1e3
                     ),
                     "cpu_s": None if totals is None else totals.cpu_ns / 1e9,
-                    "loop_lag_p99_ms": (
-                        ordered[int(0.99 * (len(ordered) - 1))] / 1e6 if ordered else None
-                    ),
+                    "loop_lag_p99_ms": None if lag_p99 is None else lag_p99 / 1e6,
                     "connections_opened": (
                         None if totals is None else totals.client.connections_opened
                     ),
@@ -182,6 +178,13 @@ class EngineRun(msgspec.Struct):
         §4.5, the skew of a time-triggered start."""
         stamps = [t for t in self.first_issues() if t is not None]
         return max(stamps) - min(stamps) if len(stamps) > 1 else 0
+
+
+def lag_p99_ns(lags: bytes) -> int | None:
+    """The p99 (nearest rank, lower) of loop-lag samples sent as an
+    ``array('q')``'s bytes; None without samples."""
+    ordered = sorted(array("q", lags))
+    return ordered[int(0.99 * (len(ordered) - 1))] if ordered else None
 
 
 async def run_on_engines(

@@ -1,20 +1,22 @@
-"""One engine process: the single-process engine on its own event loop,
-issuing the queries the driver leases to it (``scale/leases.py``).
+"""One engine: the single-process engine on its own event loop, issuing
+the queries the driver leases to it (``scale/leases.py``).
 
-The driver starts it with an :class:`EngineSetup` and one end of a pipe.
-The engine loads the dataset and encodes its bodies itself (the same code,
-hence the same bytes, as a single-process run), opens its client, says
-:class:`~.messages.Ready`, and waits for :class:`~.messages.Start`.  From
-``t0_ns`` it runs the closed loop (or its Offline block) of
-``load/scheduler.py`` at its share of the concurrency, and every
-``BATCH_PERIOD_S`` sends the records that ended, each with its global
-index: that batch is also its heartbeat.  It ends with its
-:class:`~.messages.EngineTotals`.
+:func:`run_engine` runs one engine's share of a point over an
+:class:`EngineLink`, whatever carries it.  The engine loads the dataset
+and encodes its bodies itself (the same code, hence the same bytes, as a
+single-process run), opens its client, says :class:`~.messages.Ready`, and
+waits for :class:`~.messages.Start`.  From ``t0_ns`` it runs the closed
+loop (or its Offline block) of ``load/scheduler.py`` at its share of the
+concurrency, and every ``BATCH_PERIOD_S`` sends the records that ended,
+each with its global index: that batch is also its heartbeat.  It ends
+with its :class:`~.messages.EngineTotals`.
 
-The pipe is served by two threads, so the event loop never blocks on it:
-one reads (leases go to a queue the feed takes from, Stop is handed to the
-loop), one writes.  SIGINT is ignored: Ctrl-C reaches the whole process
-group, and the driver decides how the point stops.
+:func:`engine_main` is an engine process on this machine (``local.py``):
+its link is a pipe served by two threads, so the event loop never blocks
+on it: one reads (leases go to a queue the feed takes from, Stop is handed
+to the loop), one writes.  SIGINT is ignored: Ctrl-C reaches the whole
+process group, and the driver decides how the point stops.  On a Ray
+cluster the link is the actor's (``ray_cluster.py``).
 """
 
 from __future__ import annotations

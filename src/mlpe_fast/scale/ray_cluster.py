@@ -48,7 +48,7 @@ from ..engine.loop import loop_runner_for_platform
 from ..engine.record import RequestRecord
 from ..errors import UsageError
 from .clock import ClockFit, ClockResponder, NodeClock, ProbeRound, map_record, probe_round
-from .driver import EngineGroup, EngineRun
+from .driver import EngineGroup, EngineRun, lag_p99_ns
 from .engine_process import EngineLink, EngineSetup, run_engine
 from .leases import LeaseBook
 from .messages import (
@@ -477,7 +477,7 @@ class RayEngines(EngineGroup):
                 if totals is not None:
                     lags.frombytes(totals.lags_ns)
                     cpu_ns += totals.cpu_ns
-            ordered = sorted(lags)
+            lag_p99 = lag_p99_ns(lags.tobytes())
             nodes.append(
                 {
                     **info,
@@ -495,9 +495,7 @@ class RayEngines(EngineGroup):
                     },
                     "endpoint_rtt_ms": self.endpoint_rtt_ms[b],
                     "cpu_s": cpu_ns / 1e9,
-                    "loop_lag_p99_ms": (
-                        ordered[int(0.99 * (len(ordered) - 1))] / 1e6 if ordered else None
-                    ),
+                    "loop_lag_p99_ms": None if lag_p99 is None else lag_p99 / 1e6,
                 }
             )
         return {"verdict": verdict(run, self.fits), "nodes": nodes}
@@ -514,9 +512,7 @@ def verdict(run: EngineRun, fits: list[ClockFit]) -> str:
     if any(f.error_ns > CLOCK_SUSPECT_NS or abs(f.drift_ppm) > DRIFT_SUSPECT_PPM for f in fits):
         return "clock-suspect"
     for totals in run.totals:
-        if totals is None:
-            continue
-        lags = sorted(array("q", totals.lags_ns))
-        if lags and lags[int(0.99 * (len(lags) - 1))] > SATURATED_LAG_NS:
+        lag_p99 = None if totals is None else lag_p99_ns(totals.lags_ns)
+        if lag_p99 is not None and lag_p99 > SATURATED_LAG_NS:
             return "client-saturated"
     return "ok"
