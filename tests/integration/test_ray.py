@@ -33,6 +33,7 @@ from mlpe_fast.cli import main  # noqa: E402
 from mlpe_fast.config import RunConfig  # noqa: E402
 from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint  # noqa: E402
 from mlpe_fast.scale.clock import NodeClock  # noqa: E402
+from tests.unit.test_summary import _checker_results  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the test cluster runs on Linux"
@@ -118,12 +119,16 @@ def test_two_nodes_issue_and_measure_what_one_engine_does(
     assert len({n["node_id"] for n in nodes["nodes"]}) == 2  # really two nodes
     for node in nodes["nodes"]:
         assert node["concurrency"] == 4 and node["records"] > 0
+        assert 3.0 < node["concurrency_held"] <= 4.0
         assert abs(node["clock"]["offset_ns"]) < 1e6  # one host: no offset to speak of
         assert node["clock"]["rounds"] >= 3 and node["endpoint_rtt_ms"] is not None
     assert two.audit.verdict == "ok" and "verdict ok" in two.table
     assert two.stats.ttft is not None and one.stats.ttft is not None
     assert abs(two.stats.ttft.p50 - one.stats.ttft.p50) < 0.3 * one.stats.ttft.p50
     assert two.audit.start_skew_ms < 5  # a timed start, not a message-released one
+    # The official checker reads the merged summary as one point's.
+    checked = _checker_results(tmp_path / "two" / "performance" / "result_summary.json")
+    assert [r for r in checked if r.severity.value == "error"] == []
 
 
 def test_a_node_clock_offset_and_drift_are_found_and_change_nothing(

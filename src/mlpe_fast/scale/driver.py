@@ -122,6 +122,18 @@ class EngineRun(msgspec.Struct):
                 first[engine] = record.t_issue
         return first
 
+    def concurrency_held(self) -> list[float]:
+        """Each engine's mean number of requests in flight from ``t0`` to the
+        point's last completion (Little's law: the time its requests were in
+        flight, summed, over that span); its share if it held it."""
+        held = [0] * len(self.concurrency)
+        end = self.t0_ns
+        for record, engine in zip(self.records, self.engine_of, strict=True):
+            held[engine] += record.t_end - record.t_issue
+            end = max(end, record.t_end)
+        span = end - self.t0_ns
+        return [h / span if span > 0 else 0.0 for h in held]
+
     def duplicate_keys(self) -> int:
         """Global query indices that came back more than once (a lease
         fault: it must be 0)."""
@@ -131,6 +143,7 @@ class EngineRun(msgspec.Struct):
         """``distributed/engines.json``: the split, the leases, the start
         and each engine's own figures."""
         first = self.first_issues()
+        held = self.concurrency_held()
         per_engine = []
         for e, share in enumerate(self.concurrency):
             totals = self.totals[e]
@@ -141,6 +154,7 @@ class EngineRun(msgspec.Struct):
                     "engine": e,
                     "pid": self.pids[e],
                     "concurrency": share,
+                    "concurrency_held": round(held[e], 3),
                     "records": sum(1 for x in self.engine_of if x == e),
                     "issued": None if totals is None else totals.issued,
                     "first_issue_after_t0_us": (

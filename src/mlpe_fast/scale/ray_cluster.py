@@ -467,6 +467,7 @@ class RayEngines(EngineGroup):
         streams, its clock, its view of the endpoint, and its engines'
         figures; and the verdict."""
         nodes = []
+        held = run.concurrency_held()
         for b, info in enumerate(self.node_info):
             engines = [e for e, bundle in enumerate(self._engine_bundle) if bundle == b]
             fit = self.fits[b]
@@ -483,6 +484,7 @@ class RayEngines(EngineGroup):
                     **info,
                     "engines": engines,
                     "concurrency": sum(run.concurrency[e] for e in engines),
+                    "concurrency_held": round(sum(held[e] for e in engines), 3),
                     "records": sum(1 for x in run.engine_of if x in engines),
                     "clock": {
                         "offset_ns": fit.offset_ns,
