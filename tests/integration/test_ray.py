@@ -19,27 +19,25 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mlpe-fast[ray]')")
 
 from mlpe_fast.cli import main  # noqa: E402
 from mlpe_fast.config import RunConfig  # noqa: E402
-from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint  # noqa: E402
+from mlpe_fast.runner import PointResult, run_point, simulated_endpoint  # noqa: E402
 from mlpe_fast.scale.clock import NodeClock  # noqa: E402
+from tests.integration.test_engines import SERVER, _issued  # noqa: E402
+from tests.integration.test_engines import _config as _local_config  # noqa: E402
 from tests.unit.test_summary import _checker_results  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the test cluster runs on Linux"
 )
-
-SERVER = ("--ttft-ms", "5", "--itl-ms", "1", "--seed", "3")
 
 
 @pytest.fixture(scope="module")
@@ -74,28 +72,13 @@ def endpoint() -> Iterator[str]:
 
 
 def _config(tmp_path: Path, name: str, cluster: Any, **changes: object) -> RunConfig:
-    config = demo_config(RunConfig(report_dir=str(tmp_path / name)), set())
-    fields: dict[str, object] = {
-        "concurrency": 8,
-        "num_samples": 160,
-        "max_output_tokens": 12,
-        "min_streams_per_engine": 1,
-        "ray": None if cluster is None else cluster.address,
-    }
-    return msgspec.structs.replace(config, **{**fields, **changes})
+    """The local engines' test point, on ``cluster`` (None: this machine)."""
+    ray_address = None if cluster is None else cluster.address
+    return _local_config(tmp_path, name, **{"ray": ray_address, **changes})
 
 
 def _run(config: RunConfig, endpoint: str, **options: Any) -> PointResult:
     return asyncio.run(run_point(config, endpoint, progress=False, **options))
-
-
-def _issued(folder: Path) -> Counter[str]:
-    issued: Counter[str] = Counter()
-    for line in (folder / "events.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        if event["event_type"] == "sample.issued":
-            issued[json.dumps(event["data"])] += 1
-    return issued
 
 
 def _json(path: Path) -> Any:
