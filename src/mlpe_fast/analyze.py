@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ._version import __version__
 from .artifacts.events import (
@@ -52,6 +53,7 @@ from .artifacts.run_folder import read_config_yaml
 from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
 from .engine.record import RequestRecord
 from .errors import UsageError
+from .metrics.agentic import agentic_summary_fields
 from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.count_inputs import CountInput, osl_input, prompt_input, tpot_input
 from .metrics.stats import point_stats
@@ -190,12 +192,17 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
             raise UsageError(f"{index_path}: not a {{phase: {{uuid: index}}}} map") from None
 
     queries, tracking_start = _read_events(events)
+    # An agentic run's summary also reads the turns after its window
+    # (metrics/agentic.py); any other run's, only the window's queries.
+    agentic = load_pattern.get("type") == "agentic_inference"
     records: list[RequestRecord] = []
+    tracked: list[bool] = []
     counter = TokenCounter(tok, template=template)
     try:
         for uuid, query in queries.items():
-            if not query.tracked:
+            if not query.tracked and not agentic:
                 continue
+            tracked.append(query.tracked)
             record = _record(uuid, indices.get(uuid, -1), query)
             records.append(record)
             ok = record.error_class is None
@@ -206,9 +213,15 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
                     isl=_isl(query),
                 )
             )
-        counts = counter.finish()
+        all_counts = counter.finish()
     finally:
         counter.close()
+    extra: dict[str, Any] = {}
+    counts = all_counts
+    if agentic:
+        extra = agentic_summary_fields(records, all_counts, tracked)
+        counts = all_counts.subset(np.asarray(tracked, dtype=np.bool_))
+        records = [r for r, t in zip(records, tracked, strict=True) if t]
     stats = point_stats(records, counts, tracking_start_ns=tracking_start or None)
     snapshot = final_snapshot(
         stats.raw.counters,
@@ -232,7 +245,10 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
         and bool(load_pattern.get("use_legacy_loadgen_qps_metrics", True)),
         version=__version__,
         git_sha=None,
-        extra={"mlpe_fast": {"analyzed_from": str(events), "token_counting": counts.method}},
+        extra={
+            **extra,
+            "mlpe_fast": {"analyzed_from": str(events), "token_counting": counts.method},
+        },
     )
     title = f"{model_params.get('name') or 'run'}: analysed from events.jsonl"
     return Analysis(summary, snapshot, report_text(summary, title=title))

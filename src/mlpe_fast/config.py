@@ -65,6 +65,7 @@ import msgspec
 
 from .engine.client import REDACTED
 from .errors import UsageError
+from .load.agentic import AgenticSettings
 from .load.dataset import DATASET_FORMATS, DatasetSpec, accuracy_config, parse_dataset_arg
 from .load.salt import default_salt_seed
 
@@ -92,7 +93,7 @@ __all__ = (
 
 logger = logging.getLogger(__name__)
 
-LoadPattern = Literal["concurrency", "offline", "poisson"]
+LoadPattern = Literal["concurrency", "offline", "poisson", "agentic_inference"]
 Mode = Literal["perf", "acc", "both"]
 ReceiveStamps = Literal["kernel", "read"]
 OfflineKind = Literal["dedicated", "elected", "none"]
@@ -425,11 +426,19 @@ _SCHEMA: _Schema = {
     },
 }
 
-_DATASET_KEYS = ("name", "type", "path", "format", "samples", "parser", "accuracy_config")
+_DATASET_KEYS = (
+    "name",
+    "type",
+    "path",
+    "format",
+    "samples",
+    "parser",
+    "accuracy_config",
+    "agentic_inference",
+)
 _DATASET_IGNORED = ("eval_method",)
 _DATASET_UNSUPPORTED = {
     "generate_params": "predefined dataset generation",
-    "agentic_inference": "agentic datasets",
     "generation_config_override": "per-dataset generation overrides",
 }
 
@@ -594,6 +603,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "engines": ("engines", "--engines"),
     "min_streams_per_engine": ("min_streams_per_engine", "--min-streams-per-engine"),
     "ray": ("ray", "--ray"),
+    "num_trajectories": ("num_trajectories", "--num-trajectories"),
 }
 
 
@@ -686,7 +696,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--load-pattern",
         metavar="PATTERN",
-        help="concurrency (default), max_throughput (alias offline) or poisson",
+        help="concurrency (default), max_throughput (alias offline), poisson or agentic_inference",
     )
     p.add_argument(
         "--concurrency",
@@ -710,6 +720,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration", metavar="TIME", help="minimum duration: ms, or with a unit (600s, 10m)"
     )
     p.add_argument("--max-duration", metavar="TIME", help="cap on the performance phase")
+    p.add_argument(
+        "--num-trajectories",
+        metavar="N",
+        help="agentic_inference: trajectories to run, cycling over the file (default: each once)",
+    )
     p.add_argument(
         "--warmup-requests", metavar="N", help="warmup queries before measuring (0: none)"
     )
@@ -950,6 +965,19 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
     warmup_drain = _opt(get("warmup.drain"), _bool)
     legacy_qps = _opt(get("legacy_qps"), _bool)
     max_output_tokens = _opt(get("max_output_tokens"), _positive_int)
+    datasets = _agentic_datasets(
+        datasets,
+        load_pattern,
+        _where(fields, "load_pattern", "--load-pattern"),
+        _opt(get("num_trajectories"), _positive_int),
+    )
+    if load_pattern == "agentic_inference":
+        given = {
+            "num_samples": _opt(get("num_samples"), _positive_int),
+            "duration": duration_s,
+            "target_qps": target_qps,
+        }
+        _check_agentic(fields, given, warmup_requests, sweep, max_concurrency)
     return RunConfig(
         endpoints=endpoints,
         model=model,
@@ -990,6 +1018,69 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         min_streams_per_engine=_opt(get("min_streams_per_engine"), _positive_int) or 64,
         ray=_opt(get("ray"), _string),
     )
+
+
+def _agentic_datasets(
+    datasets: tuple[DatasetSpec, ...], pattern: str, where: str, trajectories: int | None
+) -> tuple[DatasetSpec, ...]:
+    """An agentic run's performance dataset has its ``agentic_inference``
+    block (the defaults when given on the command line), and only an
+    agentic run has one (the reference's rule, ``config/schema.py``)."""
+    performance = [d for d in datasets if d.type == "performance"]
+    if pattern != "agentic_inference":
+        for spec in performance:
+            if spec.agentic is not None:
+                raise UsageError(
+                    f"dataset {spec.display_name}: an agentic_inference block needs the "
+                    "agentic_inference load pattern (--load-pattern agentic_inference, "
+                    "YAML settings.load_pattern.type)"
+                )
+        if trajectories is not None:
+            raise UsageError("--num-trajectories: only an agentic_inference run has trajectories")
+        return datasets
+    if not performance:
+        raise UsageError(f"{where} agentic_inference: no performance dataset of trajectories")
+    changed = []
+    for spec in datasets:
+        if spec.type == "performance":
+            settings = spec.agentic or AgenticSettings()
+            if trajectories is not None:
+                settings = msgspec.structs.replace(settings, num_trajectories_to_issue=trajectories)
+            spec = msgspec.structs.replace(spec, agentic=settings)
+        changed.append(spec)
+    return tuple(changed)
+
+
+def _check_agentic(
+    fields: _Fields,
+    given: Mapping[str, Any],
+    warmup_requests: int,
+    sweep: tuple[int, ...],
+    max_concurrency: int | None,
+) -> None:
+    """What an agentic run cannot have (``docs/agentic.md`` §2.1, §2.6);
+    ``given`` holds the resolved values of the settings it cannot take."""
+    for field, why in (
+        ("num_samples", "its size is num_trajectories_to_issue (--num-trajectories)"),
+        ("duration", "it runs until its trajectories end"),
+        ("target_qps", "its turns follow each other"),
+    ):
+        if given[field] is not None:
+            raise UsageError(f"{fields[field][1]}: not for an agentic_inference run: {why}")
+    if warmup_requests:
+        raise UsageError(
+            f"{_where(fields, 'warmup.requests', 'warmup')}: an agentic_inference run has no "
+            "warmup (the reference has none either)"
+        )
+    if sweep or max_concurrency is not None:
+        raise UsageError(
+            "--concurrency N,N,...: agentic curves are not built yet; run one point at a time"
+        )
+    engines = fields.get("engines")
+    if (engines is not None and str(engines[0]).strip() != "1") or "ray" in fields:
+        raise UsageError(
+            f"{(engines or fields['ray'])[1]}: an agentic_inference run uses one engine"
+        )
 
 
 def _engines(found: tuple[Any, str] | None) -> int:
@@ -1073,6 +1164,14 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         raise UsageError(f"{where}.accuracy_config: expected a mapping, got {_kind(raw_accuracy)}")
     if dtype == "accuracy":
         accuracy = accuracy_config(raw_accuracy or {}, f"{where}.accuracy_config")
+    agentic = None
+    if entry.get("agentic_inference") is not None:
+        if dtype == "accuracy":
+            raise UsageError(
+                f"{where}.agentic_inference: an accuracy dataset cannot be agentic "
+                "(the block belongs on the performance dataset)"
+            )
+        agentic = _agentic_settings(entry["agentic_inference"], f"{where}.agentic_inference")
     return DatasetSpec(
         path=path.strip(),
         type="accuracy" if dtype == "accuracy" else "performance",
@@ -1082,7 +1181,34 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         prompt_column=parser.get("prompt"),
         system_column=parser.get("system"),
         accuracy=accuracy,
+        agentic=agentic,
     )
+
+
+def _agentic_settings(block: Any, where: str) -> AgenticSettings:
+    """A dataset's ``agentic_inference:`` block (the reference's keys)."""
+    if not isinstance(block, dict):
+        raise UsageError(f"{where}: expected a mapping, got {_kind(block)}")
+    known = {f for f in AgenticSettings.__struct_fields__}
+    for key in block:
+        if key not in known:
+            raise UsageError(f"unknown key {f'{where}.{key}'!r}")
+    values: dict[str, Any] = {}
+    for key, value in block.items():
+        at = (value, f"{where}.{key}")
+        if value is None:
+            continue
+        if key == "turn_timeout_s":
+            values[key] = _positive_float(at)
+        elif key == "num_trajectories_to_issue":
+            values[key] = _positive_int(at)
+        elif key == "routing_headers":
+            if not isinstance(value, list) or not all(isinstance(h, str) and h for h in value):
+                raise UsageError(f"{where}.{key}: expected a list of header names")
+            values[key] = tuple(value)
+        else:
+            values[key] = _bool(at)
+    return AgenticSettings(**values)
 
 
 # Value checks (each takes (value, where) and raises UsageError naming `where`) ------------
@@ -1252,10 +1378,10 @@ def _load_pattern(found: tuple[Any, str]) -> LoadPattern:
             "max-throughput": "offline",
             "offline": "offline",
             "poisson": "poisson",
+            "agentic_inference": "agentic_inference",
+            "agentic-inference": "agentic_inference",
         },
         {
-            "agentic_inference": "agentic load patterns",
-            "agentic-inference": "agentic load patterns",
             "burst": "burst load patterns",
             "step": "step load patterns",
         },

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import msgspec
+import numpy as np
 
 from . import sim
 from ._version import __version__
@@ -50,9 +51,12 @@ from .engine import Client, ClientConfigError, EndpointUnreachable, RequestRecor
 from .engine._reader import monotonic_ns
 from .engine.audit import Audit, ClientTotals, LoopLagProbe, audit_records
 from .errors import MlpeError, UsageError
+from .load.agentic import AgenticBodies, AgenticDataset, AgenticSettings, load_agentic
+from .load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic
 from .load.dataset import Dataset, load_dataset
 from .load.requests import Prompt, RequestFeed
 from .load.scheduler import Phase, run_phase
+from .metrics.agentic import agentic_summary_fields
 from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.stats import PointStats, point_stats
 from .metrics.steady_state import PointQueries, detect_steady_state
@@ -132,9 +136,11 @@ def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
         changes["tokenizer"] = DEMO_TOKENIZER
     if not config.model:
         changes["model"] = DEMO_MODEL
-    if "concurrency" not in given:
+    agentic = config.load_pattern == "agentic_inference"
+    if "concurrency" not in given and not agentic:
         changes["concurrency"] = DEMO_CONCURRENCY
-    if config.num_samples is None and config.duration_s is None:
+    # An agentic run's size is its trajectories, never a sample count.
+    if config.num_samples is None and config.duration_s is None and not agentic:
         changes["num_samples"] = DEMO_SAMPLES
     if "max_output_tokens" not in given:
         changes["max_output_tokens"] = DEMO_OUTPUT_TOKENS
@@ -193,8 +199,11 @@ async def _flushed_every_second(writers: list[EventsWriter]) -> AsyncIterator[No
             await asyncio.gather(task, return_exceptions=True)
 
 
-def client_for(config: RunConfig, endpoint: str) -> Client:
+def client_for(config: RunConfig, endpoint: str, *, turn_timeout_s: float | None = None) -> Client:
     """The client a point's configuration asks for (not yet open).
+
+    ``turn_timeout_s`` (agentic runs) caps the total timeout: a turn that
+    takes longer fails (``TotalTimeout``) and ends its trajectory.
 
     Raises:
         UsageError: the endpoint URL or a client setting is not usable.
@@ -205,7 +214,11 @@ def client_for(config: RunConfig, endpoint: str) -> Client:
             api_key=config.api_key,
             connect_timeout=config.timeouts.connect_s,
             idle_timeout=config.timeouts.idle_s,
-            total_timeout=config.timeouts.total_s,
+            total_timeout=(
+                config.timeouts.total_s
+                if turn_timeout_s is None
+                else min(turn_timeout_s, config.timeouts.total_s or turn_timeout_s)
+            ),
             max_connections=config.max_connections,
             http2=config.http2,
             ca_bundle=config.ca_bundle,
@@ -265,8 +278,11 @@ async def run_point(
         UsageError: the configuration cannot be run (bad dataset, tokenizer,
             an endpoint that cannot be reached).
     """
-    client = client_for(config, endpoint)  # the endpoint first: the cheapest mistake
-    dataset = _dataset(config) if config.mode != "acc" else None
+    agentic = _agentic_dataset(config) if config.mode != "acc" else None
+    turn_timeout = None if agentic is None else _agentic_settings(config).turn_timeout_s
+    # the endpoint first: the cheapest mistake
+    client = client_for(config, endpoint, turn_timeout_s=turn_timeout)
+    dataset = _dataset(config) if config.mode != "acc" and agentic is None else None
     accuracy_datasets = (
         [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
     )
@@ -327,6 +343,10 @@ async def run_point(
                     perf = await _performance(
                         client, dataset, config, counter, events, stop, bar if progress else None
                     )
+            if agentic is not None and not stop.requested:
+                perf = await _performance_agentic(
+                    client, agentic, config, counter, events, stop, bar if progress else None
+                )
             for accuracy_dataset in accuracy_datasets:
                 if stop.requested:
                     break
@@ -350,7 +370,12 @@ async def run_point(
         setup = setup.plus(*(t.client for t in run.totals if t is not None))
     failure = None if run is None else run.failure
     state = "interrupted" if stop.requested or failure else "complete"
-    stats = point_stats(records, counts, tracking_start_ns=perf.tracking_start)
+    measured, measured_counts = records, counts
+    if perf.tracked is not None:  # an agentic window: the turns issued inside it
+        keep = np.asarray(perf.tracked, dtype=np.bool_)
+        measured = [r for r, tracked in zip(records, perf.tracked, strict=True) if tracked]
+        measured_counts = counts.subset(keep)
+    stats = point_stats(measured, measured_counts, tracking_start_ns=perf.tracking_start)
     audit = audit_records(
         records,
         perf.lags,
@@ -387,7 +412,14 @@ async def run_point(
         ),
         version=__version__,
         git_sha=None,
-        extra=_extra(records, counts, stats, audit),
+        extra={
+            **(
+                agentic_summary_fields(records, counts, perf.tracked)
+                if perf.tracked is not None
+                else {}
+            ),
+            **_extra(records, counts, stats, audit),
+        },
     )
     if folder is not None and run is not None:
         write_engines_report(folder.path, run)
@@ -485,6 +517,7 @@ class _Measured(msgspec.Struct):
     cpu_ns: int = 0
     cpu_system_ns: int = 0
     engines: EngineRun | None = None
+    tracked: list[bool] | None = None  # agentic: each record's turn issued in the window
 
 
 class _EnginePlan(msgspec.Struct):
@@ -663,6 +696,97 @@ def _count_and_log(
     counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
     if events is not None:
         events.record(record, prompt, output=output)
+
+
+def _agentic_dataset(config: RunConfig) -> AgenticDataset | None:
+    """The trajectories of an agentic run (None for other load patterns)."""
+    if config.load_pattern != "agentic_inference":
+        return None
+    return load_agentic(config.performance_datasets[0].path)
+
+
+def _agentic_settings(config: RunConfig) -> AgenticSettings:
+    settings = config.performance_datasets[0].agentic
+    return settings if settings is not None else AgenticSettings()
+
+
+async def _performance_agentic(
+    client: Client,
+    data: AgenticDataset,
+    config: RunConfig,
+    counter: TokenCounter,
+    events: EventsWriter | None,
+    stop: _Interrupt,
+    bar: Progress | None,
+) -> _Measured:
+    """The measured phase of an agentic run (``load/agentic_scheduler.py``):
+    every turn is logged with its conversation and row and counted; the
+    window's end is logged as it happens (``docs/agentic.md`` §2.5)."""
+    settings = _agentic_settings(config)
+    phase = AgenticPhase(
+        config.concurrency,
+        budget=settings.num_trajectories_to_issue,
+        inject_tool_delay=settings.inject_tool_delay,
+        salt=settings.enable_salt,
+        stop_issuing_on_first_user_complete=settings.stop_issuing_on_first_user_complete,
+        routing_headers=settings.routing_headers,
+    )
+    stop.watch(phase)
+    bodies = AgenticBodies(
+        model=config.model,
+        max_output_tokens=config.max_output_tokens,
+        sampling=config.generation.as_dict(),
+    )
+    template_kwargs = config.generation.chat_template_kwargs
+    tracked: list[bool] = []
+    measured = _Measured(tracked=tracked)
+
+    def on_record(record: RequestRecord, turned: TurnIssued) -> None:
+        measured.records.append(record)
+        tracked.append(turned.tracked)
+        aborted = record.error_class == ABORTED
+        prompt = PromptData(
+            messages=None
+            if aborted
+            else turned.trajectory.request_messages(turned.turn, turned.salt),
+            tools=None if aborted else turned.turn.tools,
+            chat_template_kwargs=None if aborted else template_kwargs,
+        )
+        output = (
+            text_model_output(record.response, streaming=config.stream)
+            if record.error_class is None
+            else None
+        )
+        counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
+        if events is not None:
+            events.record(
+                record,
+                prompt,
+                output=output,
+                conversation_id=turned.conversation_id,
+                turn=turned.turn.turn,
+            )
+        if bar is not None:
+            bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
+
+    def on_window_end(t: int) -> None:
+        if events is not None:
+            events.session(SESSION_STOP_PERFORMANCE_TRACKING, t)
+
+    probe = LoopLagProbe()
+    measured.tracking_start = monotonic_ns()
+    if events is not None:
+        events.session(SESSION_START_PERFORMANCE_TRACKING, measured.tracking_start)
+    if bar is not None:
+        bar.start()
+    probe.start()
+    await run_agentic(
+        client, data, phase, bodies, on_record, path=config.route, on_window_end=on_window_end
+    )
+    measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
+    if events is not None and phase.t_window_end is None:
+        events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+    return measured
 
 
 async def _accuracy(
@@ -865,6 +989,8 @@ def _request_count(config: RunConfig, dataset_size: int) -> int | None:
 
 def _title(config: RunConfig) -> str:
     pattern = config.load_pattern
+    if pattern == "agentic_inference":
+        return f"{config.model}, agentic, {config.concurrency} trajectories at once"
     if pattern == "concurrency":
         return f"{config.model}, concurrency {config.concurrency}"
     if pattern == "poisson":

@@ -525,7 +525,8 @@ def test_yaml_file_errors(
         ),
         (
             {"datasets": [{"path": "a.jsonl", "agentic_inference": {"turn_timeout_s": 5}}]},
-            "datasets[0].agentic_inference: agentic datasets are not supported by mlpe-fast",
+            "dataset a: an agentic_inference block needs the agentic_inference load pattern "
+            "(--load-pattern agentic_inference, YAML settings.load_pattern.type)",
         ),
     ],
 )

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import msgspec
+
 from .._version import __version__
 from ..config import REDACTED, RunConfig
 
@@ -116,6 +118,10 @@ def config_to_yaml_dict(
                 accuracy["extractor"] = spec.accuracy.extractor
             accuracy["num_repeats"] = spec.accuracy.num_repeats
             entry["accuracy_config"] = accuracy
+        if spec.agentic is not None:
+            agentic = msgspec.to_builtins(spec.agentic)
+            agentic["routing_headers"] = list(spec.agentic.routing_headers)
+            entry["agentic_inference"] = agentic
         datasets.append(entry)
 
     runtime: dict[str, Any] = {
@@ -130,7 +136,7 @@ def config_to_yaml_dict(
     load_pattern: dict[str, Any] = {"type": "max_throughput" if offline else config.load_pattern}
     if config.target_qps is not None:
         load_pattern["target_qps"] = config.target_qps
-    if config.load_pattern == "concurrency":
+    if config.load_pattern in ("concurrency", "agentic_inference"):
         load_pattern["target_concurrency"] = config.concurrency
     if config.load_pattern == "poisson":
         load_pattern["use_legacy_loadgen_qps_metrics"] = config.use_legacy_loadgen_qps_metrics

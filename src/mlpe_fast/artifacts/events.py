@@ -423,6 +423,8 @@ class EventsWriter:
         *,
         phase: str = "performance",
         output: TextModelOutput | None = None,
+        conversation_id: str = "",
+        turn: int | None = None,
     ) -> None:
         """The lines of one finished query (module docstring).
 
@@ -435,6 +437,8 @@ class EventsWriter:
                 (the ``sample_idx_map.json`` key; warmup queries have none).
             output: the COMPLETE payload if the caller built it already
                 (:func:`text_model_output` of the record's response).
+            conversation_id, turn: an agentic turn's logical conversation id
+                and dataset row, on each of its lines (as the reference).
         """
         uuid = record.sample_id
         response = record.response
@@ -451,13 +455,21 @@ class EventsWriter:
                 event_type=SAMPLE_ISSUED,
                 timestamp_ns=record.t_issue,
                 sample_uuid=uuid,
+                conversation_id=conversation_id,
+                turn=turn,
                 data=prompt_data,
             )
         ]
         t_first = response.t_first
         if self.streaming and t_first is not None:
             lines.append(
-                EventRecord(event_type=SAMPLE_RECV_FIRST, timestamp_ns=t_first, sample_uuid=uuid)
+                EventRecord(
+                    event_type=SAMPLE_RECV_FIRST,
+                    timestamp_ns=t_first,
+                    sample_uuid=uuid,
+                    conversation_id=conversation_id,
+                    turn=turn,
+                )
             )
             if self.recv_non_first and response.chunk_times:
                 lines.extend(
@@ -471,6 +483,8 @@ class EventsWriter:
                     event_type=ERROR_GENERIC,
                     timestamp_ns=record.t_end,
                     sample_uuid=uuid,
+                    conversation_id=conversation_id,
+                    turn=turn,
                     data=ErrorData(
                         error_type=record.error_class or "Error",
                         error_message=record.error_message or "",
@@ -486,6 +500,8 @@ class EventsWriter:
                 event_type=SAMPLE_COMPLETE,
                 timestamp_ns=record.t_end if t_done is None else t_done,
                 sample_uuid=uuid,
+                conversation_id=conversation_id,
+                turn=turn,
                 data=output if ok else None,
                 finish_reason=finish if finish else msgspec.UNSET,
                 worker_id=self.worker_id,

@@ -54,6 +54,7 @@ from ..errors import UsageError
 __all__ = (
     "AgenticBodies",
     "AgenticDataset",
+    "AgenticSettings",
     "ClientTurn",
     "Trajectory",
     "instance_of",
@@ -70,6 +71,24 @@ _NEXT_ROLES = {
     "tool": ("assistant", "user"),
 }
 _MAX_TOKEN_KEYS = ("max_new_tokens", "max_completion_tokens", "max_tokens")
+
+
+class AgenticSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """A performance dataset's ``agentic_inference:`` block (the reference's
+    fields and defaults, ``config/schema.py``).
+
+    ``num_trajectories_to_issue``: trajectory instances to start (None: one
+    pass of the file; official runs use a multiple of the trajectory count).
+    ``turn_timeout_s``: from a turn's issue to its end; a turn that takes
+    longer fails and ends its trajectory.
+    """
+
+    turn_timeout_s: float = 86400.0
+    enable_salt: bool = True
+    inject_tool_delay: bool = True
+    routing_headers: tuple[str, ...] = ("X-Session-ID",)
+    num_trajectories_to_issue: int | None = None
+    stop_issuing_on_first_user_complete: bool = False
 
 
 class ClientTurn(msgspec.Struct, frozen=True):

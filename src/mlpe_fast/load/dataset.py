@@ -56,6 +56,7 @@ from typing import Any, Literal
 import msgspec
 
 from ..errors import UsageError
+from .agentic import AgenticSettings
 
 __all__ = (
     "DATASET_FORMATS",
@@ -123,6 +124,8 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
         prompt_column: ``parser.prompt``.
         system_column: ``parser.system``.
         accuracy: how an accuracy dataset is scored (None: defaults).
+        agentic: the ``agentic_inference`` block of an agentic performance
+            dataset (``load/agentic.py``); None for a dataset of prompts.
     """
 
     path: str
@@ -133,6 +136,7 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     prompt_column: str | None = None
     system_column: str | None = None
     accuracy: AccuracyConfig | None = None
+    agentic: AgenticSettings | None = None
 
     @property
     def display_name(self) -> str:

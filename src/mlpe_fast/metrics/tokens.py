@@ -322,6 +322,13 @@ class TokenCounts(msgspec.Struct, frozen=True):
     def __len__(self) -> int:
         return len(self.osl)
 
+    def subset(self, keep: npt.NDArray[np.bool_]) -> TokenCounts:
+        """The counts of the jobs where ``keep`` is true, in order (an
+        agentic window's turns, say)."""
+        return msgspec.structs.replace(
+            self, osl=self.osl[keep], tpot_tokens=self.tpot_tokens[keep], isl=self.isl[keep]
+        )
+
 
 def _usable_cpus() -> int:
     try:

@@ -1,0 +1,181 @@
+"""An agentic point end to end: ``mlpe-fast run`` with the
+``agentic_inference`` load pattern on the shared agentic dataset against
+the simulated endpoint, its run folder read back by ``analyze`` and by the
+official checker's parser and rules."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlpe_fast.cli import main
+from mlpe_fast.config import RunConfig, resolve
+from mlpe_fast.load.agentic import AgenticSettings
+from mlpe_fast.load.agentic_scheduler import ABORTED
+from mlpe_fast.load.dataset import DatasetSpec
+from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+AGENTIC = SHARED / "datasets" / "agentic" / "agentic_coding_2.5h.jsonl"
+CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
+SERVER = ("--ttft-ms", "2", "--itl-ms", "0.5", "--seed", "7")
+
+
+def _config(tmp_path: Path, name: str, concurrency: int, **settings: Any) -> RunConfig:
+    agentic = AgenticSettings(
+        **{"inject_tool_delay": False, "num_trajectories_to_issue": 5, **settings}
+    )
+    return RunConfig(
+        model="mlpe-sim",
+        datasets=(DatasetSpec(path=str(AGENTIC), agentic=agentic),),
+        tokenizer=str(CHAR_CHAT),
+        load_pattern="agentic_inference",
+        concurrency=concurrency,
+        max_output_tokens=6,
+        report_dir=str(tmp_path / name),
+    )
+
+
+def _run(config: RunConfig, endpoint: str) -> PointResult:
+    return asyncio.run(run_point(config, endpoint, progress=False))
+
+
+def _checked(summary_path: Path, concurrency: int) -> list[Any]:
+    loader = pytest.importorskip("submission_checker.models.loader")
+    point_result = pytest.importorskip("submission_checker.models.aggregate.point_result")
+    point_config = pytest.importorskip("submission_checker.models.file.point_config")
+    summary, errors = loader.load_result_summary(summary_path)
+    assert errors == []
+    config = point_config.PointConfig.model_validate(
+        {
+            "concurrency": concurrency,
+            "runtime_settings": {"load_pattern": "agentic_inference", "runtime": {}},
+        },
+        context={"yaml_path": summary_path.with_name("point.yaml")},
+    )
+    checked = point_result.PointResult.model_validate(
+        {"config": config, "summary": summary, "yaml_path": summary_path.with_name("point.yaml")},
+        context={"regions": None, "summary_path": summary_path},
+    )
+    results: list[Any] = checked._check_results
+    return results
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Any:
+    with simulated_endpoint(SERVER) as url:
+        yield url
+
+
+@pytest.mark.parametrize("concurrency", [2, 4])
+def test_an_agentic_point_and_its_summary(
+    tmp_path: Path, endpoint: str, concurrency: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = _run(_config(tmp_path, "run", concurrency), endpoint)
+    assert result.state == "complete" and result.stats.failed == 0
+    folder = tmp_path / "run"
+    summary = json.loads((folder / "performance" / "result_summary.json").read_text())
+    issued = summary["n_samples_issued"]
+    assert issued == summary["n_samples_completed"] + summary["n_samples_failed"]
+    # Every turn of the 5 trajectories has a record; the window holds fewer.
+    assert len(result.records) > issued > 0
+    events = [json.loads(line) for line in (folder / "events.jsonl").read_text().splitlines()]
+    issued_lines = [e for e in events if e["event_type"] == "sample.issued"]
+    assert len(issued_lines) == len(result.records)
+    ids = [e["conversation_id"] for e in issued_lines]
+    assert len(set(ids)) == 5 and all(e["turn"] for e in issued_lines)
+    assert ids.count("django__django-16899") == 58  # its client turns, each once
+    topics = [e["event_type"] for e in events if e["event_type"].startswith("session.")]
+    assert topics == [
+        "session.started",
+        "session.start_performance_tracking",
+        "session.stop_performance_tracking",
+        "session.ended",
+    ]
+    # The requests replay the recorded history: the ISSUED messages grow turn by turn
+    # and each carries the salted system prompt.
+    first = [e for e in issued_lines if e["conversation_id"] == "django__django-16899"]
+    sizes = [len(e["data"][3]) for e in first]
+    assert sizes == sorted(sizes) and sizes[0] == 2
+    assert first[0]["data"][3][0]["content"].startswith("[salt: 4461]\n\n")
+    # The agentic fields, as the checker derives them.
+    ratio = summary["output_sequence_lengths"]["total"] / (summary["latency"]["total"] / 1e9)
+    assert summary["e2e_avg_interactivity"] == pytest.approx(ratio, rel=1e-9)
+    assert summary["output_tokens_per_turn_total"] == summary["output_sequence_lengths"]["total"]
+    full = summary["output_sequence_lengths_full_run"]["output_sequence_lengths"]
+    assert full["total"] == 6 * len(result.records) > summary["output_sequence_lengths"]["total"]
+    checked = _checked(folder / "performance" / "result_summary.json", concurrency)
+    assert [r for r in checked if r.severity.value == "error"] == []
+    assert any(r.rule == "agentic-metric-consistency" and r.key == "pass" for r in checked)
+    assert main(["analyze", str(folder)]) == 0
+    assert "reproduces" in capsys.readouterr().out
+
+
+def test_failed_turns_are_counted_and_withhold_the_interactivity(tmp_path: Path) -> None:
+    flags = (*SERVER[:4], "--seed", "3", "--fault", "status-500=0.05")
+    with simulated_endpoint(flags) as url:
+        result = _run(_config(tmp_path, "faults", 3), url)
+    summary = json.loads((tmp_path / "faults" / "performance" / "result_summary.json").read_text())
+    assert summary["n_samples_failed"] > 0
+    assert (
+        summary["n_samples_issued"] == summary["n_samples_completed"] + summary["n_samples_failed"]
+    )
+    assert "e2e_avg_interactivity" not in summary
+    aborted = [r for r in result.records if r.error_class == ABORTED]
+    assert aborted and all(r.response.status == 0 for r in aborted)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--num-samples", "10"], "--num-samples: not for an agentic_inference run"),
+        (["--warmup-requests", "4"], "has no warmup"),
+        (["--engines", "2"], "--engines: an agentic_inference run uses one engine"),
+        (["--concurrency", "1,2"], "agentic curves are not built yet"),
+    ],
+)
+def test_agentic_mistakes_are_one_line_and_status_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], said: str
+) -> None:
+    agentic = ["--load-pattern", "agentic_inference", "--dataset", str(AGENTIC)]
+    status = main(["run", *agentic, "--model", "m", "--endpoints", "http://127.0.0.1:9", *flags])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and said in err, err
+
+
+def test_an_agentic_block_needs_the_agentic_load_pattern(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"datasets:\n  - path: {AGENTIC}\n    agentic_inference: {{enable_salt: true, bogus: 1}}\n"
+    )
+    assert main(["run", "-c", str(config), "--model", "m", "--endpoints", "http://x:9"]) == 2
+    assert "unknown key 'datasets[0].agentic_inference.bogus'" in capsys.readouterr().err
+    config.write_text(f"datasets:\n  - path: {AGENTIC}\n    agentic_inference: {{}}\n")
+    assert main(["run", "-c", str(config), "--model", "m", "--endpoints", "http://x:9"]) == 2
+    assert "needs the agentic_inference load pattern" in capsys.readouterr().err
+
+
+def test_the_yaml_block_round_trips_through_config_yaml(tmp_path: Path, endpoint: str) -> None:
+    from mlpe_fast.artifacts.run_folder import read_config_yaml
+
+    config = _config(tmp_path, "yaml", 2, num_trajectories_to_issue=2)
+    _run(config, endpoint)
+    written = read_config_yaml(tmp_path / "yaml")
+    block = written["datasets"][0]["agentic_inference"]
+    assert block["num_trajectories_to_issue"] == 2 and block["inject_tool_delay"] is False
+    assert written["settings"]["load_pattern"] == {
+        "type": "agentic_inference",
+        "target_concurrency": 2,
+    }
+    assert "n_samples_to_issue" not in written["settings"]["runtime"]
+    # ... and reads back as the same run.
+    again = resolve(argparse.Namespace(), written)
+    assert again.load_pattern == "agentic_inference" and again.concurrency == 2
+    assert again.datasets[0].agentic == config.datasets[0].agentic
