@@ -26,6 +26,7 @@ import numpy as np
 
 from . import sim
 from ._version import __version__
+from .accuracy.agentic_inline import InlineTurn, inline_entry, score_inline
 from .accuracy.results import (
     accuracy_entry,
     gate_failures,
@@ -279,6 +280,7 @@ async def run_point(
             an endpoint that cannot be reached).
     """
     agentic = _agentic_dataset(config) if config.mode != "acc" else None
+    inline_scores: dict[str, Any] | None = None
     turn_timeout = None if agentic is None else _agentic_settings(config).turn_timeout_s
     # the endpoint first: the cheapest mistake
     client = client_for(config, endpoint, turn_timeout_s=turn_timeout)
@@ -346,6 +348,15 @@ async def run_point(
             if agentic is not None and not stop.requested:
                 perf = await _performance_agentic(
                     client, agentic, config, counter, events, stop, bar if progress else None
+                )
+                inline_scores = _score_inline(agentic, perf)
+                entries.append(
+                    inline_entry(
+                        agentic,
+                        inline_scores,
+                        issued=len(perf.records),
+                        duration_s=(monotonic_ns() - perf.tracking_start) / 1e9,
+                    )
                 )
             for accuracy_dataset in accuracy_datasets:
                 if stop.requested:
@@ -439,6 +450,8 @@ async def run_point(
             folder.report_txt.write_text(table, encoding="utf-8")
         if entries:
             write_accuracy_results(folder.accuracy_results, entries)
+        if inline_scores is not None:  # the inline accuracy's per-turn detail
+            write_json(folder.path / "scores.json", inline_scores, encoder="stdlib")
     return PointResult(
         config, endpoint, records, stats, audit, table, summary, state, entries, failure
     )
@@ -518,6 +531,7 @@ class _Measured(msgspec.Struct):
     cpu_system_ns: int = 0
     engines: EngineRun | None = None
     tracked: list[bool] | None = None  # agentic: each record's turn issued in the window
+    inline: list[InlineTurn] | None = None  # agentic: each turn and its answer
 
 
 class _EnginePlan(msgspec.Struct):
@@ -705,6 +719,11 @@ def _agentic_dataset(config: RunConfig) -> AgenticDataset | None:
     return load_agentic(config.performance_datasets[0].path)
 
 
+def _score_inline(data: AgenticDataset, perf: _Measured) -> dict[str, Any]:
+    """The inline accuracy of an agentic run (``accuracy/agentic_inline.py``)."""
+    return score_inline(data, perf.inline or [])
+
+
 def _agentic_settings(config: RunConfig) -> AgenticSettings:
     settings = config.performance_datasets[0].agentic
     return settings if settings is not None else AgenticSettings()
@@ -739,7 +758,8 @@ async def _performance_agentic(
     )
     template_kwargs = config.generation.chat_template_kwargs
     tracked: list[bool] = []
-    measured = _Measured(tracked=tracked)
+    inline: list[InlineTurn] = []
+    measured = _Measured(tracked=tracked, inline=inline)
 
     def on_record(record: RequestRecord, turned: TurnIssued) -> None:
         measured.records.append(record)
@@ -758,6 +778,7 @@ async def _performance_agentic(
             else None
         )
         counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
+        inline.append(InlineTurn(turned.conversation_id, turned.turn.turn, output))
         if events is not None:
             events.record(
                 record,

@@ -179,3 +179,41 @@ def test_the_yaml_block_round_trips_through_config_yaml(tmp_path: Path, endpoint
     again = resolve(argparse.Namespace(), written)
     assert again.load_pattern == "agentic_inference" and again.concurrency == 2
     assert again.datasets[0].agentic == config.datasets[0].agentic
+
+
+@pytest.mark.parametrize("concurrency", [2, 5])
+def test_a_replayed_run_scores_one_inline(tmp_path: Path, concurrency: int) -> None:
+    flags = ("--ttft-ms", "1", "--itl-ms", "0", "--replay", str(AGENTIC))
+    with simulated_endpoint(flags) as url:
+        result = _run(_config(tmp_path, "replay", concurrency), url)
+    assert result.stats.failed == 0
+    folder = tmp_path / "replay"
+    entries = json.loads((folder / "accuracy" / "accuracy_results.json").read_text())
+    (entry,) = entries["accuracy_scores"]
+    assert entry["dataset_type"] == "performance" and entry["score"] == 1.0
+    assert entry["complete"] is True and entry["total_samples"] == len(result.records)
+    scores = json.loads((folder / "scores.json").read_text())
+    assert scores["turns"]["scored"] == scores["turns"]["issued"] == len(result.records)
+    summary = json.loads((folder / "performance" / "result_summary.json").read_text())
+    # The recorded answers end in tool calls: the finish reasons say so.
+    assert summary["finish_reason_counts"]["tool_calls"] == summary["n_samples_completed"]
+    assert "performance: 1.0000" in result.table
+
+
+def test_the_replay_refuses_a_turn_it_does_not_have() -> None:
+    from mlpe_fast.engine import Client
+
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "not in the dataset"}],
+        "stream": True,
+    }
+
+    async def ask(url: str) -> Any:
+        async with Client(url) as client:
+            return await client.request(body)
+
+    with simulated_endpoint(("--replay", str(AGENTIC))) as url:
+        record = asyncio.run(ask(url))
+    assert record.response.status == 404
+    assert "has this request's history" in (record.error_message or "")

@@ -24,11 +24,12 @@ import msgspec
 
 from ._events import Shape, framed
 from ._fault_jobs import FaultyStreamJob, fault_error
-from ._jobs import BufferedJob, Gen, ResponseJob, StreamJob
+from ._jobs import BufferedJob, Gen, ReplayJob, ResponseJob, StreamJob
 from ._pacer import Pacer
 from .config import VOCAB, SimConfig, SimStats
 from .faults import FaultPicker, FaultSpec
 from .oracle import MISS_CODE, request_prompt
+from .replay import MISS_CODE as REPLAY_MISS_CODE
 from .stream import chat_chunk, completion_chunk
 
 __all__ = (
@@ -179,6 +180,7 @@ class ServerState:
         self.eol = _EOLS[config.eol]
         self.model = config.model
         self.oracle = config.oracle
+        self.replay = config.replay
         # Independent streams, so that e.g. changing the timing leaves the
         # text and the lengths unchanged.
         seeds = random.Random(config.seed)
@@ -417,6 +419,9 @@ def handle_request(
     except _BadParams as exc:
         send_error(state, out, 400, exc.message, param=exc.param)
         return
+    if state.replay is not None and chat:
+        _replay(state, out, gen, doc, recv_ns=recv_ns, base_ns=base_ns)
+        return
     oracle_text: str | None = None
     oracle = state.oracle
     if oracle is not None:
@@ -434,6 +439,41 @@ def handle_request(
         if fault is not None and _fault_at_once(state, out, fault):
             return
     _start(state, out, gen, answer, recv_ns=recv_ns, base_ns=base_ns, fault=fault)
+
+
+def _replay(
+    state: ServerState, out: Responder, gen: Gen, doc: Any, *, recv_ns: int, base_ns: int
+) -> None:
+    """Answers a turn with its recorded assistant row (``sim/replay.py``),
+    streamed as deltas: the first at the first-token deadline, the rest an
+    inter-token gap apart; a turn the dataset does not have gets 404."""
+    replay = state.replay
+    assert replay is not None
+    answer = replay.answer(doc)
+    if answer is None:
+        send_error(state, out, 404, replay.miss_message(), code=REPLAY_MISS_CODE)
+        return
+    if not gen.stream or state.config.framing != "chunked":
+        send_error(state, out, 400, "the replay mode streams (stream: true, chunked framing)")
+        return
+    state.stats.requests += 1
+    now = _monotonic_ns()
+    job = ReplayJob(
+        out,
+        state,
+        gen,
+        tokens=[],
+        answer=None,
+        finish=answer.finish,
+        completion_tokens=answer.completion_tokens,
+        reasoning=0,
+        first_due=base_ns + state.ttft(),
+        recv_ns=recv_ns,
+        t0=now,
+        deltas=answer.deltas,
+    )
+    out.begin(job, streamed=True)
+    drive(state, job, now)
 
 
 def _pick_fault(

@@ -20,7 +20,7 @@ from .stream import chat_chunk, chat_completion, completion_chunk, text_completi
 if TYPE_CHECKING:
     from ._handling import Responder, ServerState
 
-__all__ = ("BufferedJob", "Gen", "ResponseJob", "StreamJob")
+__all__ = ("BufferedJob", "Gen", "ReplayJob", "ResponseJob", "StreamJob")
 
 # Events per write: ~1 MB of chunks, so that a long zero-delay stream yields
 # the loop (and honours a full transport buffer) between writes.
@@ -289,6 +289,67 @@ class StreamJob(ResponseJob):
         self.send(parts, events, head=head, end=False)
         self.out.reset()
         return None
+
+
+class ReplayJob(StreamJob):
+    """A replayed agentic turn (``sim/replay.py``): its recorded deltas
+    (reasoning, content, tool-call fragments), one event each, at the token
+    deadlines, the last one with the finish reason."""
+
+    __slots__ = ("deltas",)
+
+    def __init__(self, *args: Any, deltas: tuple[dict[str, Any], ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deltas = deltas
+        self.n = self.stop = len(deltas) + 1  # the finish event comes last
+
+    def fire(self, now_ns: int) -> int | None:
+        out = self.out
+        if self.cancelled or out.gone:
+            return None
+        if out.blocked:
+            out.park(self)
+            return None
+        parts: list[bytes] = []
+        events = 0
+        head = self.head_pending
+        if head:
+            self.head_pending = False
+            if self.role is not None:
+                parts.append(self.role.render(b"", _monotonic_ns()))
+                events += 1
+        i, due = self.i, self.due
+        eol, chunked = self.state.eol, self.chunked
+        ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
+        while i < self.n and due <= now_ns:
+            if i == 0:
+                self.first_send = _monotonic_ns()
+            if i < len(self.deltas):
+                delta = self.deltas[i]
+                chunk = chat_chunk(
+                    content=delta.get("content"),
+                    reasoning=delta.get("reasoning_content"),
+                    tool_calls=delta.get("tool_calls"),
+                    model=self.state.model,
+                    extra=self.stamps(),
+                    **ids,
+                )
+            else:
+                chunk = chat_chunk(
+                    finish_reason=self.finish, model=self.state.model, extra=self.stamps(), **ids
+                )
+            parts.append(framed(chunk, eol=eol, chunked=chunked))
+            events += 1
+            i += 1
+            if i < self.n:
+                due += self.itl()
+        self.i, self.due = i, due
+        if i == self.n:
+            events += self.tail(parts)
+            self.complete(parts, events, head=head)
+            return None
+        self.send(parts, events, head=head, end=False)
+        return due
 
 
 class BufferedJob(ResponseJob):

@@ -12,6 +12,7 @@ from .timing import Dist
 
 if TYPE_CHECKING:
     from .oracle import Oracle
+    from .replay import Replay
 
 __all__ = ("H2_OPTIONS", "VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
 
@@ -72,6 +73,8 @@ class SimConfig:
         max_output_tokens: the simulated context: a larger ``max_tokens``
             gets 400, and ``output_len`` draws are clamped to it.
         backlog: listen backlog.
+        replay: answer each turn of an agentic dataset with the assistant
+            row recorded after it (:mod:`mlpe_fast.sim.replay`).
         oracle: answer each prompt of a dataset with its reference output
             instead of random text (:mod:`mlpe_fast.sim.oracle`); the
             timing options apply as usual, ``output_len`` does not.
@@ -124,6 +127,7 @@ class SimConfig:
     max_output_tokens: int = 1 << 20
     backlog: int = 1024
     oracle: Oracle | None = None
+    replay: Replay | None = None
     http2: bool = False
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -161,6 +165,8 @@ class SimConfig:
             # reasoning_content would take the start of the reference output
             # out of the content an accuracy run scores
             raise ValueError("reasoning_tokens cannot be combined with an oracle")
+        if self.replay is not None and (self.oracle is not None or self.reasoning_tokens):
+            raise ValueError("a replay answers every chat turn: no oracle or reasoning_tokens")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
         if not 1 <= self.h2_max_streams <= _MAX_31:

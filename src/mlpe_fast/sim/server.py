@@ -215,6 +215,7 @@ from ._pacer import make_pacer
 from .config import H2_OPTIONS, VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
 from .faults import FaultSpec, fault_help, parse_fault
 from .oracle import DEFAULT_TOKEN_CHARS, load_oracle, parse_degrade, parse_oracle_arg
+from .replay import load_replay
 from .timing import DIST_KINDS, Dist
 
 __all__ = (
@@ -530,6 +531,8 @@ async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
                 answers = f", oracle: {len(oracle)} prompts of {oracle.source}"
                 if oracle.degrade is not None:  # say so: its answers are wrong on purpose
                     answers += f", degraded to {oracle.degrade}"
+            if cfg.replay is not None:
+                answers += f", replay: {len(cfg.replay)} turns of {cfg.replay.source}"
             if cfg.http2:
                 answers += ", HTTP/2 and HTTP/1.1"
             if cfg.faults:  # say so: some answers are broken on purpose
@@ -696,6 +699,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "first K characters",
     )
 
+    r = parser.add_argument_group(
+        "replay mode",
+        "Answer each turn of an agentic dataset (one JSONL row per message) with the "
+        "assistant row recorded after it: reasoning, content and tool calls as stream deltas, "
+        "with the timing options above; a turn the dataset does not have gets 404 "
+        "(code replay_turn_not_found).",
+    )
+    r.add_argument("--replay", metavar="PATH", default=None, help="the agentic dataset")
+    r.add_argument(
+        "--replay-token-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"characters per streamed delta (default {DEFAULT_TOKEN_CHARS})",
+    )
+
     f = parser.add_argument_group(
         "fault injection",
         "Make completion requests fail on purpose, to test a client's handling of each "
@@ -771,6 +790,12 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         ]
         if given:
             raise ValueError(f"{', '.join(given)} without --oracle")
+    replay = None
+    if ns.replay is not None:
+        chars = ns.replay_token_chars
+        replay = load_replay(ns.replay, DEFAULT_TOKEN_CHARS if chars is None else chars)
+    elif ns.replay_token_chars is not None:
+        raise ValueError("--replay-token-chars without --replay")
     _check_http2_flags(ns)
     faults = _fault_flags(ns)
     d = SimConfig()
@@ -798,6 +823,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
         oracle=oracle,
+        replay=replay,
         http2=ns.http2,
         tls_cert=ns.tls_cert,
         tls_key=ns.tls_key,
