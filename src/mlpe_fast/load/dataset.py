@@ -103,12 +103,15 @@ class AccuracyConfig(msgspec.Struct, frozen=True, kw_only=True):
             "identity_extractor"); None for scorers that need none.
         num_repeats: how many times the dataset is issued (each repeat is
             scored; spec §3.4 ``num_repeats``).
+        extras: scorer options (the reference's ``accuracy_config.extras``:
+            the SWE-bench service's URL and settings, say).
     """
 
     eval_method: str = ""
     ground_truth: str = "ground_truth"
     extractor: str | None = None
     num_repeats: int = 1
+    extras: dict[str, Any] | None = None
 
 
 class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -260,7 +263,11 @@ def accuracy_config(options: Mapping[str, object], origin: str) -> AccuracyConfi
     if not isinstance(method, str) or not (extractor is None or isinstance(extractor, str)):
         raise UsageError(f"{origin}: accuracy_config eval_method and extractor are names")
     repeats = options.get("num_repeats", 1)
+    extras = options.get("extras")
+    if extras is not None and not isinstance(extras, dict):
+        raise UsageError(f"{origin}: accuracy_config.extras must be a mapping")
     return AccuracyConfig(
+        extras=None if extras is None else dict(extras),
         eval_method=method.strip(),
         ground_truth=ground_truth.strip(),
         extractor=extractor.strip() or None if isinstance(extractor, str) else None,

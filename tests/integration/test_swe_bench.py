@@ -1,0 +1,210 @@
+"""The SWE-bench service client (``accuracy/swe_bench.py``) against a fake
+of the service: a real HTTP server on loopback that speaks the v1 API
+(health, runs, polling, cancel, artifacts) and records what it was sent."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlpe_fast.accuracy.swe_bench import (
+    SweBenchError,
+    SweBenchOptions,
+    check_service,
+    run_swe_bench,
+    swe_bench_entry,
+)
+
+IDS = ["astropy__astropy-12907", "django__django-11099", "sympy__sympy-20590"]
+
+
+class FakeService:
+    """What the fake answers, and what it heard."""
+
+    def __init__(self) -> None:
+        self.health: dict[str, Any] = {
+            "api_version": "v1",
+            "capabilities": ["swebench.run", "swebench.cancel", "artifacts.download"],
+        }
+        self.polls_before_done = 2
+        self.final_status = "succeeded"
+        self.result: dict[str, Any] | None = {"submitted_instances": 3, "resolved_instances": 2}
+        self.artifacts: list[dict[str, str]] = [
+            {"name": "preds.json", "url": "/v1/runs/r1/artifacts/preds.json"},
+            {"name": "status.json", "url": "http://elsewhere.example/steal"},  # refused
+            {"name": "secrets.txt", "url": "/v1/runs/r1/artifacts/secrets.txt"},  # not allowed
+        ]
+        self.payloads: list[dict[str, Any]] = []
+        self.cancelled: list[str] = []
+        self.auth: set[str | None] = set()
+        self.polls = 0
+        self.fetched: list[str] = []
+
+    def status(self) -> dict[str, Any]:
+        done = self.polls >= self.polls_before_done
+        status: dict[str, Any] = {
+            "run_id": "r1",
+            "status": self.final_status if done else "running",
+            "phase": "eval" if done else "agent",
+        }
+        if done:
+            status["result"] = self.result
+            status["artifacts"] = self.artifacts
+        return status
+
+
+@pytest.fixture
+def service() -> Iterator[tuple[FakeService, str]]:
+    fake = FakeService()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def _json(self, body: Any, code: int = 200) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            fake.auth.add(self.headers.get("Authorization"))
+            if self.path == "/health":
+                self._json(fake.health)
+            elif self.path == "/v1/runs/r1":
+                fake.polls += 1
+                self._json(fake.status())
+            elif self.path.startswith("/v1/runs/r1/artifacts/"):
+                fake.fetched.append(self.path)
+                body = b'{"instance": "patch"}'
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            else:
+                self._json({"error": "no"}, 404)
+
+        def do_POST(self) -> None:
+            fake.auth.add(self.headers.get("Authorization"))
+            body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            if self.path == "/v1/runs":
+                fake.payloads.append(json.loads(body))
+                self._json({"run_id": "r1", "status": "queued"})
+            elif self.path == "/v1/runs/r1/cancel":
+                fake.cancelled.append("r1")
+                self._json({"run_id": "r1", "status": "cancelled"})
+            else:
+                self._json({"error": "no"}, 404)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield fake, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _options(url: str, **extra: Any) -> SweBenchOptions:
+    extras = {"swebench_service_url": url, "poll_interval_s": 0.01, **extra}
+    return SweBenchOptions.from_extras(extras, workers=8)
+
+
+def _run(url: str, tmp_path: Path | None = None, **kwargs: Any) -> Any:
+    return run_swe_bench(
+        _options(url, swebench_service_auth_token="tok"),
+        model="kimi",
+        endpoint="http://model:8000",
+        api_key="sk-x",
+        generation={"temperature": 1.0, "max_new_tokens": 8192},
+        instance_ids=IDS,
+        report_dir=tmp_path,
+        **kwargs,
+    )
+
+
+def test_a_run_is_submitted_polled_scored_and_kept(
+    service: tuple[FakeService, str], tmp_path: Path
+) -> None:
+    fake, url = service
+    assert check_service(_options(url, swebench_service_auth_token="tok"))["api_version"] == "v1"
+    result = _run(url, tmp_path)
+    assert result.score == pytest.approx(2 / 3) and result.complete is True
+    (payload,) = fake.payloads
+    assert (
+        payload["endpoint_urls"] == ["http://model:8000"] and payload["endpoint_api_key"] == "sk-x"
+    )
+    assert payload["evaluated_instance_ids"] == IDS and payload["num_instances"] == 3
+    assert payload["workers"] == 8 and payload["max_eval_workers"] == 10
+    assert payload["subset"] == "verified" and payload["split"] == "test"
+    assert payload["generation_params"] == {"temperature": 1.0, "max_new_tokens": 8192}
+    assert fake.auth == {"Bearer tok"} and fake.polls == 2 and not fake.cancelled
+    kept = tmp_path / "swe_bench_runs" / "r1"
+    assert (kept / "preds.json").read_text() == '{"instance": "patch"}'
+    assert json.loads((kept / "swe_bench_service_status.json").read_text())["status"] == "succeeded"
+    assert fake.fetched == ["/v1/runs/r1/artifacts/preds.json"]  # the others were refused
+    assert not (kept / "secrets.txt").exists() and not (kept / "status.json").exists()
+
+
+def test_every_instance_submitted_is_complete(service: tuple[FakeService, str]) -> None:
+    fake, url = service
+    fake.result = {"submitted_instances": 3, "resolved_instances": 3}
+    result = _run(url)
+    assert result.score == 1.0 and result.complete is True
+    entry = swe_bench_entry("swe_bench", result, duration_s=12.3456)
+    assert entry["score"] == 1.0 and entry["complete"] is True and entry["unit_samples"] == 3
+    assert entry["dataset_type"] == "accuracy" and entry["swe_bench"]["run_id"] == "r1"
+
+
+@pytest.mark.parametrize(
+    ("final", "result", "error"),
+    [
+        ("failed", {"submitted_instances": 3, "resolved_instances": 3}, "the run failed"),
+        ("succeeded", {"submitted_instances": 2, "resolved_instances": 3}, "inconsistent"),
+        ("succeeded", {"submitted_instances": 4, "resolved_instances": 1}, "inconsistent"),
+        ("succeeded", {"submitted_instances": 0, "resolved_instances": 0}, "nothing"),
+        ("succeeded", {"submitted_instances": "3", "resolved_instances": 1}, "inconsistent"),
+        ("succeeded", None, "no result"),
+    ],
+)
+def test_runs_without_a_score(
+    service: tuple[FakeService, str], final: str, result: Any, error: str
+) -> None:
+    fake, url = service
+    fake.final_status, fake.result = final, result
+    outcome = _run(url)
+    assert outcome.score is None and outcome.complete is False and error in (outcome.error or "")
+    assert swe_bench_entry("swe_bench", outcome, duration_s=1)["score"] is None
+
+
+def test_a_stop_cancels_the_run(service: tuple[FakeService, str]) -> None:
+    fake, url = service
+    fake.polls_before_done = 10**9
+    stop = threading.Event()
+    stop.set()
+    outcome = _run(url, stop=stop)
+    assert outcome.score is None and "stopped" in (outcome.error or "")
+    assert fake.cancelled == ["r1"]
+
+
+def test_a_service_that_cannot_be_used(service: tuple[FakeService, str]) -> None:
+    fake, url = service
+    fake.health = {"api_version": "v2", "capabilities": []}
+    with pytest.raises(SweBenchError, match="speaks API 'v2'"):
+        check_service(_options(url))
+    fake.health = {"api_version": "v1", "capabilities": ["swebench.run"]}
+    with pytest.raises(SweBenchError, match=r"lacks artifacts\.download, swebench\.cancel"):
+        check_service(_options(url))
+    with pytest.raises(SweBenchError, match="swebench_service_url is required"):
+        SweBenchOptions.from_extras({}, workers=1)
+    with pytest.raises(SweBenchError, match=r"127\.0\.0\.1:9"):
+        check_service(_options("http://127.0.0.1:9"))
