@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from array import array
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,13 @@ from .accuracy.results import (
     gate_failures,
     output_text,
     write_accuracy_results,
+)
+from .accuracy.swe_bench import (
+    SweBenchError,
+    SweBenchOptions,
+    check_service,
+    run_swe_bench,
+    swe_bench_entry,
 )
 from .artifacts.config_yaml import config_to_yaml_dict, write_config_yaml
 from .artifacts.events import (
@@ -88,6 +96,10 @@ __all__ = (
     "run_point",
     "simulated_endpoint",
 )
+
+
+SWE_BENCH_METHOD = "swe_bench_scorer"
+"""The ``eval_method`` of a SWE-bench accuracy dataset (the reference's)."""
 
 
 class SetupError(MlpeError, RuntimeError):
@@ -296,6 +308,12 @@ async def run_point(
         if error.error_class == "TLSError":  # its message says what to do
             raise UsageError(str(error)) from None
         raise UsageError(f"{error}; check --endpoints and that the server is up") from None
+    for accuracy_dataset in accuracy_datasets:  # a service that cannot be used: before any load
+        if _is_swe_bench(accuracy_dataset):
+            try:
+                check_service(_swe_bench_options(accuracy_dataset, config))
+            except SweBenchError as error:
+                raise UsageError(str(error)) from None
     plan = _engine_plan(config, dataset, ray_clocks)
 
     folder = RunFolder(config.report_dir) if config.report_dir else None
@@ -361,6 +379,11 @@ async def run_point(
             for accuracy_dataset in accuracy_datasets:
                 if stop.requested:
                     break
+                if _is_swe_bench(accuracy_dataset):
+                    entries.append(
+                        await _swe_bench(accuracy_dataset, config, endpoint, folder, stop)
+                    )
+                    continue
                 entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
             setup = ClientTotals.of(client)
         counts = await _count(counter, stop)
@@ -808,6 +831,58 @@ async def _performance_agentic(
     if events is not None and phase.t_window_end is None:
         events.session(SESSION_STOP_PERFORMANCE_TRACKING)
     return measured
+
+
+def _is_swe_bench(dataset: Dataset) -> bool:
+    accuracy = dataset.spec.accuracy
+    return accuracy is not None and accuracy.eval_method == SWE_BENCH_METHOD
+
+
+def _swe_bench_options(dataset: Dataset, config: RunConfig) -> SweBenchOptions:
+    accuracy = dataset.spec.accuracy
+    extras = {} if accuracy is None or accuracy.extras is None else accuracy.extras
+    return SweBenchOptions.from_extras(extras, workers=config.concurrency)
+
+
+async def _swe_bench(
+    dataset: Dataset,
+    config: RunConfig,
+    endpoint: str,
+    folder: RunFolder | None,
+    stop: _Interrupt,
+) -> dict[str, Any]:
+    """A SWE-bench accuracy dataset (``accuracy/swe_bench.py``): no load of
+    ours; the service runs the agent against the endpoint and grades it.
+    Its instances are the dataset's first ``num_instances`` ground-truth
+    values (instance ids, in the file's order).  A signal cancels the run."""
+    options = _swe_bench_options(dataset, config)
+    instance_ids = [str(t) for t in list(dataset.ground_truth or ())[: options.num_instances]]
+    cancel = threading.Event()
+
+    class _Cancel:
+        def stop(self) -> None:
+            cancel.set()
+
+    stop.watch(_Cancel())
+    began = monotonic_ns()
+    result = await asyncio.get_running_loop().run_in_executor(
+        None,
+        functools.partial(
+            run_swe_bench,
+            options,
+            model=config.model,
+            endpoint=endpoint,
+            api_key=config.api_key,
+            generation={
+                **config.generation.as_dict(),
+                "max_new_tokens": config.max_output_tokens,
+            },
+            instance_ids=instance_ids,
+            report_dir=None if folder is None else folder.path,
+            stop=cancel,
+        ),
+    )
+    return swe_bench_entry(dataset.name, result, duration_s=(monotonic_ns() - began) / 1e9)
 
 
 async def _accuracy(

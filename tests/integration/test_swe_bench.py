@@ -4,6 +4,7 @@ of the service: a real HTTP server on loopback that speaks the v1 API
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from mlpe_fast.accuracy.swe_bench import (
     SweBenchError,
@@ -20,6 +22,10 @@ from mlpe_fast.accuracy.swe_bench import (
     run_swe_bench,
     swe_bench_entry,
 )
+from mlpe_fast.cli import main
+from mlpe_fast.config import RunConfig
+from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
+from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
 
 IDS = ["astropy__astropy-12907", "django__django-11099", "sympy__sympy-20590"]
 
@@ -208,3 +214,57 @@ def test_a_service_that_cannot_be_used(service: tuple[FakeService, str]) -> None
         SweBenchOptions.from_extras({}, workers=1)
     with pytest.raises(SweBenchError, match=r"127\.0\.0\.1:9"):
         check_service(_options("http://127.0.0.1:9"))
+
+
+def _swe_dataset(tmp_path: Path, url: str) -> DatasetSpec:
+    rows = [{"instance_id": i, "problem_statement": f"fix {i}"} for i in IDS]
+    path = tmp_path / "swe.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    extras = {"swebench_service_url": url, "poll_interval_s": 0.01, "num_instances": 2}
+    return DatasetSpec(
+        path=str(path),
+        type="accuracy",
+        name="swe_bench",
+        prompt_column="problem_statement",
+        accuracy=AccuracyConfig(
+            eval_method="swe_bench_scorer", ground_truth="instance_id", extras=extras
+        ),
+    )
+
+
+def test_an_accuracy_run_with_swe_bench(service: tuple[FakeService, str], tmp_path: Path) -> None:
+    fake, url = service
+    fake.result = {"submitted_instances": 2, "resolved_instances": 1}
+    spec = _swe_dataset(tmp_path, url)
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    config = replace(config, datasets=(spec,), mode="acc", model="kimi")
+    with simulated_endpoint() as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    (entry,) = result.accuracy
+    assert entry["dataset_name"] == "swe_bench" and entry["score"] == 0.5
+    assert entry["complete"] is True and entry["unit_samples"] == 2
+    (payload,) = fake.payloads
+    assert payload["evaluated_instance_ids"] == IDS[:2] and payload["endpoint_urls"] == [endpoint]
+    assert payload["model_name"] == "kimi"
+    written = json.loads((tmp_path / "run" / "accuracy" / "accuracy_results.json").read_text())
+    assert written["accuracy_scores"][0]["score"] == 0.5
+    assert (tmp_path / "run" / "swe_bench_runs" / "r1" / "preds.json").exists()
+
+
+def test_a_service_that_is_not_there_is_one_line_before_any_load(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "model_params: {name: kimi}\n"
+        "datasets:\n"
+        f"  - {{name: swe_bench, type: accuracy, path: {tmp_path / 'swe.jsonl'},\n"
+        "     parser: {prompt: problem_statement},\n"
+        "     accuracy_config: {eval_method: swe_bench_scorer, ground_truth: instance_id,\n"
+        "       extras: {swebench_service_url: 'http://127.0.0.1:9'}}}\n"
+    )
+    _swe_dataset(tmp_path, "http://127.0.0.1:9")  # writes swe.jsonl
+    status = main(["run", "-c", str(config), "--mode", "acc", "--report-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "SWE-bench service" in err, err
+    assert not (tmp_path / "r" / "events.jsonl").exists()
