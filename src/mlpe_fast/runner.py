@@ -50,6 +50,7 @@ from .artifacts.events import (
     WARMUP_PHASE,
     EventsWriter,
     PromptData,
+    TextModelOutput,
     text_model_output,
     write_sample_idx_map,
 )
@@ -702,6 +703,21 @@ async def _performance(
         if bar is not None:
             bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
+    with _measuring(measured, events, bar):
+        await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+    if events is not None:
+        events.session(SESSION_STOP_PERFORMANCE_TRACKING)
+    return measured
+
+
+@contextlib.contextmanager
+def _measuring(
+    measured: _Measured, events: EventsWriter | None, bar: Progress | None
+) -> Iterator[None]:
+    """Performance tracking around a measured phase: its start logged, the
+    bar started, the loop-lag probe and the CPU clock running; on the way
+    out, their readings in ``measured`` (the stop is logged by the caller:
+    an agentic window ends on its own)."""
     probe = LoopLagProbe()
     measured.tracking_start = monotonic_ns()
     if events is not None:
@@ -709,11 +725,10 @@ async def _performance(
     if bar is not None:
         bar.start()
     probe.start()
-    await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
-    measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
-    if events is not None:
-        events.session(SESSION_STOP_PERFORMANCE_TRACKING)
-    return measured
+    try:
+        yield
+    finally:
+        measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
 
 
 def _count_and_log(
@@ -722,9 +737,13 @@ def _count_and_log(
     config: RunConfig,
     counter: TokenCounter,
     events: EventsWriter | None,
-) -> None:
+    *,
+    conversation_id: str = "",
+    turn: int | None = None,
+) -> TextModelOutput | None:
     """A measured record's part beside the load: its tokens to the counter,
-    its events to the log."""
+    its events to the log (with an agentic turn's conversation and row).
+    Returns its COMPLETE payload (None for a failure)."""
     output = (
         text_model_output(record.response, streaming=config.stream)
         if record.error_class is None
@@ -732,7 +751,8 @@ def _count_and_log(
     )
     counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
     if events is not None:
-        events.record(record, prompt, output=output)
+        events.record(record, prompt, output=output, conversation_id=conversation_id, turn=turn)
+    return output
 
 
 def _agentic_dataset(config: RunConfig) -> AgenticDataset | None:
@@ -795,21 +815,16 @@ async def _performance_agentic(
             tools=None if aborted else turned.turn.tools,
             chat_template_kwargs=None if aborted else template_kwargs,
         )
-        output = (
-            text_model_output(record.response, streaming=config.stream)
-            if record.error_class is None
-            else None
+        output = _count_and_log(
+            record,
+            prompt,
+            config,
+            counter,
+            events,
+            conversation_id=turned.conversation_id,
+            turn=turned.turn.turn,
         )
-        counter.submit(count_job(record, streaming=config.stream, prompt=prompt, output=output))
         inline.append(InlineTurn(turned.conversation_id, turned.turn.turn, output))
-        if events is not None:
-            events.record(
-                record,
-                prompt,
-                output=output,
-                conversation_id=turned.conversation_id,
-                turn=turned.turn.turn,
-            )
         if bar is not None:
             bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
@@ -817,17 +832,10 @@ async def _performance_agentic(
         if events is not None:
             events.session(SESSION_STOP_PERFORMANCE_TRACKING, t)
 
-    probe = LoopLagProbe()
-    measured.tracking_start = monotonic_ns()
-    if events is not None:
-        events.session(SESSION_START_PERFORMANCE_TRACKING, measured.tracking_start)
-    if bar is not None:
-        bar.start()
-    probe.start()
-    await run_agentic(
-        client, data, phase, bodies, on_record, path=config.route, on_window_end=on_window_end
-    )
-    measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
+    with _measuring(measured, events, bar):
+        await run_agentic(
+            client, data, phase, bodies, on_record, path=config.route, on_window_end=on_window_end
+        )
     if events is not None and phase.t_window_end is None:
         events.session(SESSION_STOP_PERFORMANCE_TRACKING)
     return measured

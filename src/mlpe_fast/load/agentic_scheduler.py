@@ -197,30 +197,33 @@ async def run_agentic(
         if phase.stop_requested or instance not in active:
             drop(instance)
             return
-        source = instance.source
-        turn = source.turns[instance.cursor]
-        turned = TurnIssued(
-            client.new_sample_id(),
-            instance.first_index + instance.cursor,
-            instance.logical_id,
-            source,
-            turn,
-            instance.salt,
-            window_open(),
-        )
-        instance.cursor += 1
-        phase.issued += 1
+        turned = take_turn(instance)
         in_flight += 1
-        if on_issue is not None:
-            on_issue(turned)
         client.issue(
-            body_of(source, turn, instance.salt),
+            body_of(instance.source, turned.turn, instance.salt),
             lambda record: done(instance, turned, record),
             path=path,
             sample_index=turned.sample_index,
             sample_id=turned.sample_id,
             headers={name: instance.logical_id for name in phase.routing_headers},
         )
+
+    def take_turn(instance: _Active) -> TurnIssued:
+        """The instance's next turn, counted as issued."""
+        turned = TurnIssued(
+            client.new_sample_id(),
+            instance.first_index + instance.cursor,
+            instance.logical_id,
+            instance.source,
+            instance.source.turns[instance.cursor],
+            instance.salt,
+            window_open(),
+        )
+        instance.cursor += 1
+        phase.issued += 1
+        if on_issue is not None:
+            on_issue(turned)
+        return turned
 
     def done(instance: _Active, turned: TurnIssued, record: RequestRecord) -> None:
         nonlocal in_flight
@@ -238,24 +241,10 @@ async def run_agentic(
     def abort(instance: _Active, failed: TurnIssued, failure: RequestRecord) -> None:
         """The failed turn's trajectory ends: its remaining turns are
         issued as failed records (module doc)."""
-        source = instance.source
-        while instance.cursor < len(source.turns):
-            turn = source.turns[instance.cursor]
+        while instance.cursor < len(instance.source.turns):
+            turned = take_turn(instance)
             now = monotonic_ns()
-            turned = TurnIssued(
-                client.new_sample_id(),
-                instance.first_index + instance.cursor,
-                instance.logical_id,
-                source,
-                turn,
-                instance.salt,
-                window_open(),
-            )
-            instance.cursor += 1
-            phase.issued += 1
             phase.failed += 1
-            if on_issue is not None:
-                on_issue(turned)
             on_record(
                 RequestRecord(
                     turned.sample_index,

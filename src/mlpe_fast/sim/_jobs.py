@@ -192,14 +192,16 @@ class StreamJob(ResponseJob):
             self.role = None
             self.content = self.reasoning = state.text_shape.bind(*bind, eol=eol, chunked=chunked)
 
-    def fire(self, now_ns: int) -> int | None:
+    def opening(self) -> tuple[list[bytes], int, bool] | None:
+        """The start of a firing: None when the stream is gone or parked
+        (its buffer is full); else the parts so far (the role event with
+        the head), their event count, and whether the head goes now."""
         out = self.out
         if self.cancelled or out.gone:
             return None
         if out.blocked:
             out.park(self)
             return None
-        stats = self.state.stats
         parts: list[bytes] = []
         events = 0
         head = self.head_pending
@@ -208,6 +210,15 @@ class StreamJob(ResponseJob):
             if self.role is not None:
                 parts.append(self.role.render(b"", _monotonic_ns()))
                 events += 1
+        return parts, events, head
+
+    def fire(self, now_ns: int) -> int | None:
+        opened = self.opening()
+        if opened is None:
+            return None
+        parts, events, head = opened
+        out = self.out
+        stats = self.state.stats
         i, stop, due = self.i, self.stop, self.due
         if i < stop and due <= now_ns:
             if due > self.t0:
@@ -304,20 +315,10 @@ class ReplayJob(StreamJob):
         self.n = self.stop = len(deltas) + 1  # the finish event comes last
 
     def fire(self, now_ns: int) -> int | None:
-        out = self.out
-        if self.cancelled or out.gone:
+        opened = self.opening()
+        if opened is None:
             return None
-        if out.blocked:
-            out.park(self)
-            return None
-        parts: list[bytes] = []
-        events = 0
-        head = self.head_pending
-        if head:
-            self.head_pending = False
-            if self.role is not None:
-                parts.append(self.role.render(b"", _monotonic_ns()))
-                events += 1
+        parts, events, head = opened
         i, due = self.i, self.due
         eol, chunked = self.state.eol, self.chunked
         ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
