@@ -176,3 +176,16 @@ def test_the_shared_dataset() -> None:
         histories = [t.history for t in trajectory.turns]
         assert histories == sorted(histories) and trajectory.turns[-1].reply is not None
         assert all(t.reply is not None and t.reply["role"] == "assistant" for t in trajectory.turns)
+
+
+def test_the_replay_key_ignores_member_order_and_nulls() -> None:
+    from mlpe_fast.sim.replay import load_replay, request_key
+
+    tool = {"role": "tool", "tool_call_id": "c1", "content": "a.py"}
+    reordered = {"content": "a.py", "role": "tool", "tool_call_id": "c1", "name": None}
+    user = {"role": "user", "content": "fix it"}
+    assert request_key([user, tool]) == request_key([user, reordered])
+    assert request_key([user, tool]) != request_key([user, {**tool, "content": "b.py"}])
+    assert request_key([{"role": "system", "content": "S"}]) is None  # no task
+    # Every turn of the shared dataset has a key of its own.
+    assert len(load_replay(SHARED / "agentic_coding_2.5h.jsonl", 4)) == 1007

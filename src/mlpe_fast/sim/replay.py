@@ -9,7 +9,8 @@ A turn's request carries the trajectory's recorded history up to it
 (:mod:`mlpe_fast.load.agentic`): its first user message is the
 trajectory's task, and its message count and last message pin the turn.
 So a request is looked up by (the first user message's content, the number
-of messages, the last message as JSON).  The salt only touches the system
+of messages, the last message as JSON, its members sorted and nulls left
+out: clients differ in both, the reference client among them).  The salt only touches the system
 message, which the key leaves out.  A request the dataset does not have is
 answered 404 (``code`` ``"replay_turn_not_found"``), as the oracle mode's
 misses are: a mismatch must fail loudly.
@@ -121,7 +122,10 @@ def request_key(messages: Sequence[Any]) -> tuple[str, int, bytes] | None:
     )
     if task is None or not messages:
         return None
-    return task, len(messages), _encode(messages[-1])
+    last = messages[-1]
+    if isinstance(last, dict):  # clients order members and write nulls differently
+        last = {k: v for k, v in sorted(last.items()) if v is not None}
+    return task, len(messages), _encode(last)
 
 
 def load_replay(path: str | Path, token_chars: int) -> Replay:
