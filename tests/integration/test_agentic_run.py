@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from mlpe_fast.cli import main
@@ -217,3 +218,79 @@ def test_the_replay_refuses_a_turn_it_does_not_have() -> None:
         record = asyncio.run(ask(url))
     assert record.response.status == 404
     assert "has this request's history" in (record.error_message or "")
+
+
+def test_every_load_metric_on_a_hand_checked_example(tmp_path: Path) -> None:
+    """Three trajectories of two turns each, answered by the replay endpoint
+    with content of 8, 12 and 16 characters in runs of 4 (2, 3 and 4
+    events), 20 ms to the first event and 5 ms between events; the char
+    tokenizer counts one token per character."""
+    from tests.unit.test_agentic import write
+
+    rows = []
+    for cid, size in (("a", 8), ("b", 12), ("c", 16)):
+        answer = "x" * size
+        rows += [
+            {"conversation_id": cid, "turn": 1, "role": "user", "content": f"task {cid}",
+             "system": "S"},
+            {"conversation_id": cid, "turn": 2, "role": "assistant", "content": answer},
+            {"conversation_id": cid, "turn": 3, "role": "user", "content": "again"},
+            {"conversation_id": cid, "turn": 4, "role": "assistant", "content": answer},
+        ]  # fmt: skip
+    path = write(tmp_path, rows)
+    config = msgspec.structs.replace(
+        _config(tmp_path, "hand", 3, num_trajectories_to_issue=3),
+        datasets=(DatasetSpec(path=str(path), agentic=AgenticSettings(inject_tool_delay=False)),),
+        max_output_tokens=64,
+    )
+    flags = ("--ttft-ms", "20", "--itl-ms", "5", "--replay", str(path), "--replay-token-chars", "4")
+    with simulated_endpoint(flags) as url:
+        result = _run(config, url)
+    records = result.records
+    assert len(records) == 6 and all(r.ok for r in records)
+    summary = json.loads((tmp_path / "hand" / "performance" / "result_summary.json").read_text())
+    # The window closed when the first trajectory (a: the shortest answers, 2 x 30 ms)
+    # ended with none left to start; the turns issued before that are measured.
+    events = [
+        json.loads(line) for line in (tmp_path / "hand" / "events.jsonl").read_text().splitlines()
+    ]
+    stop = next(
+        e["timestamp_ns"] for e in events if e["event_type"].endswith("stop_performance_tracking")
+    )
+    tracked = [r for r in records if r.t_issue < stop]
+    assert summary["n_samples_issued"] == len(tracked)
+    a_turns = [r for r in records if len(r.response.content) == 8]
+    assert len(a_turns) == 2 and stop >= max(r.t_end for r in a_turns)
+    for record in records:
+        size = len(record.response.content)
+        assert size in (8, 12, 16) and record.response.content_events == size // 4
+        ttft_ms = record.ttft_ns / 1e6  # type: ignore[operator]
+        assert 19.5 < ttft_ms < 60  # 20 ms to the first event
+        latency_ms = record.latency_ns / 1e6
+        gaps = size // 4  # the other content events and the finish event, 5 ms apart
+        assert 20 + 5 * gaps - 0.5 < latency_ms < 60 + 5 * gaps + 30
+    # OSL is each answer's length; e2e = the window's tokens over its turns' times.
+    lengths = sorted(len(r.response.content) for r in tracked)
+    assert summary["output_sequence_lengths"]["total"] == sum(lengths)
+    seconds = sum(r.latency_ns for r in tracked) / 1e9
+    assert summary["e2e_avg_interactivity"] == pytest.approx(sum(lengths) / seconds, rel=1e-9)
+    assert summary["e2e_turn_time_seconds_total"] == pytest.approx(seconds, rel=1e-9)
+    assert summary["latency"]["total"] == sum(r.latency_ns for r in tracked)
+    assert summary["ttft"]["min"] == min(r.ttft_ns for r in tracked)  # type: ignore[type-var]
+    assert summary["ttft"]["max"] == max(r.ttft_ns for r in tracked)  # type: ignore[type-var]
+    full = summary["output_sequence_lengths_full_run"]["output_sequence_lengths"]
+    assert full["total"] == 2 * (8 + 12 + 16) and full["avg"] == pytest.approx(12.0)
+    # TPOT: (done - first) / the tokens after the first event: the done event comes
+    # size/4 gaps of 5 ms after the first, over size - 4 tokens (2.5 ms for 8 characters,
+    # 1.875 for 12, 1.667 for 16).
+    tpots = []
+    for record in tracked:
+        size = len(record.response.content)
+        after = len(record.response.content_after_first)
+        assert after == size - 4
+        tpot_ns = (record.t_done - record.t_first) / after  # type: ignore[operator]
+        expected_ms = 5 * (size // 4) / (size - 4)
+        assert 0.5 * expected_ms < tpot_ns / 1e6 < 2 * expected_ms + 1  # loose: a busy machine
+        tpots.append(tpot_ns)
+    assert summary["tpot"]["min"] == pytest.approx(min(tpots), rel=1e-9)
+    assert summary["tpot"]["max"] == pytest.approx(max(tpots), rel=1e-9)
