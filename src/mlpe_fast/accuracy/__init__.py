@@ -10,7 +10,11 @@
 * :mod:`.deepseek_r1` -- MLPerf's per-subset grading of the DeepSeek-R1 set;
 * :mod:`.gates` -- the §2.6 thresholds and :func:`~.gates.check_gate`;
 * :mod:`.results` -- one ``accuracy_results.json`` entry per dataset of a run;
-* :mod:`.rescore` -- ``mlpe-fast score``: the same from a finished run's log.
+* :mod:`.rescore` -- ``mlpe-fast score``: the same from a finished run's log;
+* :mod:`.agentic_inline` -- the inline accuracy of an agentic run (the
+  ``performance`` entry and ``scores.json``);
+* :mod:`.swe_bench` -- SWE-bench through an external scoring service (its
+  v1 API, the client side).
 
 The heavy libraries (``rouge-score``/NLTK, ``sympy``, ``pylatexenc``) load
 on first use, so a run without an accuracy phase never imports them.

@@ -2,7 +2,10 @@
 
 * :mod:`.dataset` -- the ``--dataset`` syntax, file loaders, column mapping;
 * :mod:`.salt` -- the per-query salt (spec §2.5);
-* :mod:`.requests` -- pre-encoded bodies, salt splicing, sample order.
+* :mod:`.requests` -- pre-encoded bodies, salt splicing, sample order;
+* :mod:`.scheduler` -- when to issue: closed loop, Offline, Poisson;
+* :mod:`.agentic`, :mod:`.agentic_scheduler` -- agentic trajectories, their
+  replayed requests and salt, and the ``agentic_inference`` load pattern.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@
   system tokens/s and tps_per_user of one point (spec §1.1-1.3);
 * :mod:`.series`, :mod:`.early_stopping` -- the reference client's stat
   blocks and early-stopping estimates, for the run folder's files;
-* :mod:`.usage_check` -- the endpoint's ``usage`` beside our counts.
+* :mod:`.usage_check` -- the endpoint's ``usage`` beside our counts;
+* :mod:`.agentic` -- an agentic point's summary fields (full-run OSL,
+  ``e2e_avg_interactivity``).
 """
 
 from .stats import PERCENTILES, Distribution, PointSeries, PointStats, distribution, point_stats
