@@ -47,6 +47,8 @@ from typing import Any
 
 import pytest
 
+from mlpe_fast.runner import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 TOKENIZER = SHARED / "tokenizers" / "char"
@@ -140,15 +142,7 @@ def logged_endpoint(dataset: Path, log: Path) -> Iterator[str]:
             raise RuntimeError(f"the simulated endpoint did not start: {line or proc.stderr}")
         yield line.split(" at ", 1)[1].split()[0]
     finally:
-        proc.terminate()  # SIGTERM: the endpoint stops and writes its log
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        stop_process(proc, grace_s=30)  # SIGTERM: the endpoint stops and writes its log
 
 
 # -- one client run ---------------------------------------------------------------

@@ -69,7 +69,7 @@ from typing import Any
 import pytest
 
 from mlpe_fast.config import RunConfig, add_run_arguments, resolve
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+from mlpe_fast.runner import PointResult, run_point, simulated_endpoint, stop_process
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
@@ -193,14 +193,7 @@ def nginx_endpoint(root: Path) -> Iterator[tuple[str, int]]:
                 time.sleep(0.05)
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stop_process(proc)
 
 
 @contextlib.contextmanager

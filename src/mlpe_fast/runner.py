@@ -96,6 +96,7 @@ __all__ = (
     "demo_config",
     "run_point",
     "simulated_endpoint",
+    "stop_process",
 )
 
 
@@ -182,15 +183,21 @@ def simulated_endpoint(flags: tuple[str, ...] = DEMO_SERVER_FLAGS) -> Iterator[s
             )
         yield line.split(" at ", 1)[1].split()[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[str], grace_s: float = 10.0) -> None:
+    """Ends a child server: SIGTERM, up to ``grace_s`` to exit, then
+    SIGKILL; its pipes are closed."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
 
 
 @contextlib.asynccontextmanager
