@@ -977,7 +977,8 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             "duration": duration_s,
             "target_qps": target_qps,
         }
-        _check_agentic(fields, given, warmup_requests, sweep, max_concurrency)
+        _check_agentic(fields, given, warmup_requests)
+        offline = _agentic_offline(fields, offline)
     return RunConfig(
         endpoints=endpoints,
         model=model,
@@ -1051,13 +1052,7 @@ def _agentic_datasets(
     return tuple(changed)
 
 
-def _check_agentic(
-    fields: _Fields,
-    given: Mapping[str, Any],
-    warmup_requests: int,
-    sweep: tuple[int, ...],
-    max_concurrency: int | None,
-) -> None:
+def _check_agentic(fields: _Fields, given: Mapping[str, Any], warmup_requests: int) -> None:
     """What an agentic run cannot have (``docs/agentic.md`` §2.1, §2.6);
     ``given`` holds the resolved values of the settings it cannot take."""
     for field, why in (
@@ -1072,15 +1067,22 @@ def _check_agentic(
             f"{_where(fields, 'warmup.requests', 'warmup')}: an agentic_inference run has no "
             "warmup (the reference has none either)"
         )
-    if sweep or max_concurrency is not None:
-        raise UsageError(
-            "--concurrency N,N,...: agentic curves are not built yet; run one point at a time"
-        )
     engines = fields.get("engines")
     if (engines is not None and str(engines[0]).strip() != "1") or "ray" in fields:
         raise UsageError(
             f"{(engines or fields['ray'])[1]}: an agentic_inference run uses one engine"
         )
+
+
+def _agentic_offline(fields: _Fields, offline: OfflineKind) -> OfflineKind:
+    """An agentic curve has no Offline point at all (spec §2.1; the checker's
+    ``offline-point-present`` rejects one), so ``none`` whatever the default."""
+    if "offline" in fields and offline != "none":
+        raise UsageError(
+            f"{fields['offline'][1]} {offline}: an agentic curve has no Offline point "
+            "(spec §2.1); leave it out"
+        )
+    return "none"
 
 
 def _engines(found: tuple[Any, str] | None) -> int:

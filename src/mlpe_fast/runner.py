@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -27,6 +27,7 @@ import numpy as np
 
 from . import sim
 from ._version import __version__
+from .accuracy.agentic_gates import AGENTIC_THRESHOLDS, check_agentic_point
 from .accuracy.agentic_inline import InlineTurn, inline_entry, score_inline
 from .accuracy.results import (
     accuracy_entry,
@@ -433,11 +434,6 @@ async def run_point(
     )
     if run is not None:
         audit = audit_engines(audit, run)
-    accuracy_lines = _accuracy_lines(config, entries)
-    table = render(stats, audit.as_rows(), title=_title(config))
-    if config.mode == "acc":
-        table = f"mlpe-fast accuracy: {_title(config)}\n"
-    table += accuracy_lines
     snapshot = final_snapshot(
         stats.raw.counters,
         stats.raw.series,
@@ -463,6 +459,12 @@ async def run_point(
             **_extra(records, counts, stats, audit),
         },
     )
+    # After the summary: an agentic point's gate reads its full-run OSL.
+    accuracy_lines = _accuracy_lines(config, entries, summary)
+    table = render(stats, audit.as_rows(), title=_title(config))
+    if config.mode == "acc":
+        table = f"mlpe-fast accuracy: {_title(config)}\n"
+    table += accuracy_lines
     if folder is not None and run is not None:
         write_engines_report(folder.path, run)
     if folder is not None and events is not None:
@@ -516,7 +518,9 @@ def _steady_state(
     return {"point_yaml": result.to_point_yaml(), "reason": result.reason}
 
 
-def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:
+def _accuracy_lines(
+    config: RunConfig, entries: list[dict[str, Any]], summary: Mapping[str, Any]
+) -> str:
     """The accuracy figures and the MLPerf gate verdict, for the table and
     report.txt (spec §2.6)."""
     if not entries:
@@ -537,6 +541,9 @@ def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:
             f"{entry['total_samples']} answered)"
         )
     model = config.mlperf_model
+    if config.load_pattern == "agentic_inference":
+        lines += _agentic_gate_lines(model, entries, summary)
+        return "\n".join(lines) + "\n"
     failures = gate_failures(model, entries) if model else None
     if failures is None:
         lines.append(
@@ -549,6 +556,32 @@ def _accuracy_lines(config: RunConfig, entries: list[dict[str, Any]]) -> str:
     else:
         lines.append(f"  gate ({model}): pass")
     return "\n".join(lines) + "\n"
+
+
+def _agentic_gate_lines(
+    model: str, entries: list[dict[str, Any]], summary: Mapping[str, Any]
+) -> list[str]:
+    """An agentic point's gates (``accuracy/agentic_gates.py``): inline
+    accuracy and the full-run OSL per turn here; SWE-bench only as the mean
+    of the curve's four mandatory bands, which one point cannot show."""
+    if model not in AGENTIC_THRESHOLDS:
+        return [
+            "  gate: no MLPerf threshold for this model (set --mlperf-model, e.g. kimi-k3)"
+            if not model
+            else f"  gate: no agentic MLPerf threshold for {model}"
+        ]
+    lines = []
+    inline = next((e for e in entries if e.get("dataset_type") == "performance"), None)
+    if inline is not None:  # none in --mode acc: no performance run
+        full_run = summary.get("output_sequence_lengths_full_run")
+        osl = full_run.get("output_sequence_lengths", {}).get("avg") if full_run else None
+        failures = check_agentic_point(model, inline_score=inline.get("score"), osl_per_turn=osl)
+        verdict = f"FAIL: {'; '.join(failures)}" if failures else "pass"
+        lines.append(f"  gate ({model}, inline accuracy and OSL per turn): {verdict}")
+    if any(e.get("dataset_name") == "swe_bench" for e in entries):
+        target = AGENTIC_THRESHOLDS[model].swe_bench_min
+        lines.append(f"  swe_bench: gated on the mean of the curve's four bands (>= {target:g})")
+    return lines
 
 
 class _Measured(msgspec.Struct):

@@ -137,7 +137,8 @@ def test_failed_turns_are_counted_and_withhold_the_interactivity(tmp_path: Path)
         (["--num-samples", "10"], "--num-samples: not for an agentic_inference run"),
         (["--warmup-requests", "4"], "has no warmup"),
         (["--engines", "2"], "--engines: an agentic_inference run uses one engine"),
-        (["--concurrency", "1,2"], "agentic curves are not built yet"),
+        (["--concurrency", "1,2", "--offline", "dedicated"], "has no Offline point"),
+        (["--max-concurrency", "40", "--offline", "elected"], "has no Offline point"),
     ],
 )
 def test_agentic_mistakes_are_one_line_and_status_2(

@@ -12,6 +12,17 @@ On the page, a chart is 560 x 360 px with its plot area from x = 68 to 542 and
 from y = 32 to 314.  The tps_per_user axis ends at 125 (ticks of 25 above
 105 = 100 * 1.05), so x(v) = 68 + v * 474 / 125; the system_tps axis ends at
 1000 (ticks of 200 above 840 = 800 * 1.05), so y(v) = 314 - v * 282 / 1000.
+
+The hand-worked agentic curve (``"x_metric": "e2e_avg_interactivity"``, spec
+§1.5; no Offline point): concurrency 2, 8, 32, 128 with e2e_avg_interactivity
+40, 30, 15, 5 and system_tps 50, 180, 400, 560.  Their tps_per_user, 45, 50,
+20, 8, would order 2 and 8 the other way round, so the order shows which
+metric the steps use.  Sorted by e2e_avg_interactivity the steps go (5, 560)
+down to (5, 400), across to (15, 400), down to (15, 180), across to
+(30, 180), down to (30, 50), across to (40, 50).  On the page its x axis ends
+at 50 (ticks of 10 above 42 = 40 * 1.05), so x(v) = 68 + v * 474 / 50; its
+system_tps axis at 600 (ticks of 200 above 588 = 560 * 1.05), so
+y(v) = 314 - v * 282 / 600.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from __future__ import annotations
 import json
 import struct
 import sys
+from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -28,8 +40,10 @@ import pytest
 from mlpe_fast.errors import UsageError
 from mlpe_fast.report import pareto
 from mlpe_fast.report.pareto import (
+    Curve,
     CurvePoint,
     load_curve,
+    load_curve_file,
     pareto_steps,
     write_html,
     write_png,
@@ -46,6 +60,7 @@ def row(concurrency: int, tpu: float | None, tps: float | None, **extra: Any) ->
         "system_tps": tps,
         "tps_per_user": tpu,
         "ttft_p90_ms": extra.get("ttft", 10.0 * concurrency),
+        "e2e_avg_interactivity": extra.get("e2e"),
         "accuracy": extra.get("accuracy", False),
         "folder": extra.get("folder", f"/runs/r{concurrency}"),
     }
@@ -60,9 +75,24 @@ HAND_ROWS = [
 ]
 
 
-def write_curve(folder: Path, rows: list[dict[str, Any]]) -> Path:
+AGENTIC: pareto.XMetric = "e2e_avg_interactivity"
+
+AGENTIC_ROWS = [
+    row(2, 45, 50, e2e=40, region="low_latency"),
+    row(8, 50, 180, e2e=30, region="low_concurrency"),
+    row(32, 20, 400, e2e=15, region="med_concurrency"),
+    row(128, 8, 560, e2e=5, region="high_concurrency"),
+]
+
+
+def write_curve(folder: Path, rows: list[dict[str, Any]], x_metric: str | None = None) -> Path:
+    """A ``pareto.json``; without ``x_metric`` the key is absent, as in the
+    files written before agentic curves."""
     path = folder / "pareto.json"
-    path.write_text(json.dumps({"points": rows}), encoding="utf-8")
+    content: dict[str, Any] = {"points": rows}
+    if x_metric is not None:
+        content["x_metric"] = x_metric
+    path.write_text(json.dumps(content), encoding="utf-8")
     return path
 
 
@@ -91,6 +121,12 @@ def test_load_curve_reads_the_runner_rows_with_nulls(tmp_path: Path) -> None:
         (b'{"points": [{"concurrency": 0, "region": "x"}]}', "$.points[0].concurrency"),
         (b'{"points": [{"concurrency": 8, "region": "x", "offline": "yes"}]}', "offline"),
         (b'{"points": [{"concurrency": 8, "region": "x", "system_tps": -1}]}', "system_tps"),
+        (
+            b'{"points": [{"concurrency": 8, "region": "x", "e2e_avg_interactivity": -1}]}',
+            "$.points[0].e2e_avg_interactivity",
+        ),
+        (b'{"points": [], "x_metric": "tpot"}', "$.x_metric"),
+        (b'{"points": [], "x_metric": null}', "$.x_metric"),
     ],
 )
 def test_load_curve_rejects_a_bad_file_in_one_line(
@@ -177,6 +213,8 @@ class Page(HTMLParser):
         self.paths: dict[str, list[str]] = {}
         self.ceilings: dict[str, list[float]] = {}
         self.labels: dict[str, list[str]] = {}
+        self.tips: dict[str, list[str]] = {}
+        self.table: list[list[str]] = []
         self.scripts: list[tuple[dict[str, str], str]] = []
         self.attributes: list[tuple[str, str]] = []
         self.text: list[str] = []
@@ -197,6 +235,10 @@ class Page(HTMLParser):
             self.ceilings.setdefault(self.figure, []).append(float(a["y1"]))
         elif tag == "script":
             self._script = a
+        elif tag == "tr":
+            self.table.append([])
+        elif tag in ("th", "td"):
+            self.table[-1].append("")  # an empty cell has no data
 
     def handle_endtag(self, tag: str) -> None:
         self._stack.pop()
@@ -215,16 +257,31 @@ class Page(HTMLParser):
         self.text.append(data)
         if self._stack and self._stack[-1] == "text" and self.figure:
             self.labels.setdefault(self.figure, []).append(data)
+        elif self._stack and self._stack[-1] == "title" and self.figure:
+            self.tips.setdefault(self.figure, []).append(data)
+        elif self._stack and self._stack[-1] in ("th", "td"):
+            self.table[-1][-1] += data
+
+
+def parse(text: str) -> Page:
+    parsed = Page()
+    parsed.feed(text)
+    parsed.close()
+    return parsed
 
 
 def page(tmp_path: Path, rows: list[dict[str, Any]]) -> tuple[str, Page]:
     out = tmp_path / "pareto.html"
     write_html(curve(tmp_path, rows), out)
     text = out.read_text(encoding="utf-8")
-    parsed = Page()
-    parsed.feed(text)
-    parsed.close()
-    return text, parsed
+    return text, parse(text)
+
+
+def agentic_page(tmp_path: Path, rows: list[dict[str, Any]]) -> tuple[str, Page]:
+    """The page :func:`write_reports` makes of an agentic ``pareto.json``."""
+    write_curve(tmp_path, rows, AGENTIC)
+    text = write_reports(tmp_path).html.read_text(encoding="utf-8")
+    return text, parse(text)
 
 
 def test_the_svg_step_path_goes_through_the_hand_worked_vertices(tmp_path: Path) -> None:
@@ -310,7 +367,7 @@ def test_strings_from_the_file_cannot_inject_markup(tmp_path: Path) -> None:
         "lang", "charset", "name", "content", "type", "data-show", "checked", "class",
         "style", "id", "width", "height", "viewbox", "role", "aria-label", "x", "y",
         "x1", "y1", "x2", "y2", "dx", "dy", "text-anchor", "transform", "d", "stroke",
-        "data-i", "cx", "cy", "r", "fill", "hidden",
+        "data-i", "cx", "cy", "r", "fill", "hidden", "data-x-metric",
     }  # fmt: skip
 
 
@@ -367,5 +424,202 @@ def test_without_matplotlib_the_png_is_skipped_with_a_note(
 
 def test_write_reports_needs_the_curve_file(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"pareto\.json"):
+        write_reports(tmp_path)
+    assert not (tmp_path / "pareto.html").exists()
+
+
+# --- agentic curves: e2e_avg_interactivity on the x axis (spec §1.5) ------------------------
+
+
+def test_load_curve_file_reads_the_x_metric_and_the_interactivity(tmp_path: Path) -> None:
+    path = write_curve(tmp_path, AGENTIC_ROWS, AGENTIC)
+    loaded = load_curve_file(path)
+    assert isinstance(loaded, Curve) and loaded.x_metric == AGENTIC
+    assert [p.e2e_avg_interactivity for p in loaded.points] == [40, 30, 15, 5]
+    assert isinstance(loaded.points[0].e2e_avg_interactivity, float)
+    # load_curve keeps giving the points alone.
+    assert load_curve(path) == list(loaded.points)
+
+
+def test_a_file_without_x_metric_is_a_tps_per_user_curve_as_before(tmp_path: Path) -> None:
+    # Interactivity values in the rows change nothing without the key.
+    rows = [{**r, "e2e_avg_interactivity": 7.0} for r in HAND_ROWS]
+    path = write_curve(tmp_path, rows)
+    assert "x_metric" not in json.loads(path.read_text(encoding="utf-8"))
+    loaded = load_curve_file(path)
+    assert loaded.x_metric == "tps_per_user"
+    steps = pareto_steps(loaded.points)
+    assert steps == pareto_steps(loaded.points, x_metric="tps_per_user")
+    assert steps.vertices[0] == (10, 640) and steps.vertices[-1] == (100, 100)
+
+    text = write_reports(tmp_path).html.read_text(encoding="utf-8")
+    parsed = parse(text)
+    assert list(parsed.paths) == ["chart-pareto"]
+    assert set(parsed.circles) == {
+        "chart-pareto", "chart-system_tps", "chart-ttft_p90_ms", "chart-tps_per_user",
+    }  # fmt: skip
+    assert (
+        "Pareto: system_tps vs tps_per_user (official step curve)" in parsed.labels["chart-pareto"]
+    )
+    assert "tps_per_user (tok/s per user)" in parsed.labels["chart-pareto"]
+    assert "tps_per_user vs concurrency" in parsed.labels["chart-tps_per_user"]
+    assert AGENTIC not in "".join(t for ts in parsed.labels.values() for t in ts)
+    assert AGENTIC not in parsed.table[0] and "tps_per_user" in parsed.table[0]
+    assert 'data-x-metric="tps_per_user"' in text
+    # The same page write_html makes of the points with no x metric given.
+    write_html(loaded.points, tmp_path / "direct.html")
+    assert (tmp_path / "direct.html").read_text(encoding="utf-8") == text
+
+
+def test_agentic_steps_hold_each_throughput_leftwards_on_e2e_avg_interactivity(
+    tmp_path: Path,
+) -> None:
+    loaded = load_curve_file(write_curve(tmp_path, AGENTIC_ROWS, AGENTIC))
+    steps = pareto_steps(loaded.points, x_metric=loaded.x_metric)
+    # By tps_per_user 2 would come before 8 (45 < 50); by interactivity after.
+    assert [p.concurrency for p in steps.points] == [128, 32, 8, 2]
+    assert steps.vertices == (
+        (5, 560),
+        (5, 400),
+        (15, 400),
+        (15, 180),
+        (30, 180),
+        (30, 50),
+        (40, 50),
+    )
+    assert steps.ceilings == () and steps.left_out == ()
+
+
+def test_the_agentic_svg_step_path_goes_through_the_hand_worked_vertices(
+    tmp_path: Path,
+) -> None:
+    _, parsed = agentic_page(tmp_path, AGENTIC_ROWS)
+    # x(v) = 68 + v * 9.48, y(v) = 314 - v * 0.47 (module docstring).
+    assert parsed.paths["chart-pareto"] == [
+        "M 115.40 50.80 L 115.40 126.00 L 210.20 126.00 L 210.20 229.40 "
+        "L 352.40 229.40 L 352.40 290.50 L 447.20 290.50"
+    ]
+    centres = {(c["cx"], c["cy"]) for c in parsed.circles["chart-pareto"]}
+    assert centres == {
+        ("115.40", "50.80"),
+        ("210.20", "126.00"),
+        ("352.40", "229.40"),
+        ("447.20", "290.50"),
+    }
+    assert set(parsed.paths) == {"chart-pareto"}
+    assert parsed.ceilings == {}
+
+
+def test_agentic_chart_titles_and_axes_name_e2e_avg_interactivity(tmp_path: Path) -> None:
+    _, parsed = agentic_page(tmp_path, AGENTIC_ROWS)
+    # The fourth chart is the x metric against concurrency.
+    assert list(parsed.circles) == [
+        "chart-pareto", "chart-system_tps", "chart-ttft_p90_ms", "chart-e2e_avg_interactivity",
+    ]  # fmt: skip
+    pareto_labels = parsed.labels["chart-pareto"]
+    assert "Pareto: system_tps vs e2e_avg_interactivity (official step curve)" in pareto_labels
+    assert "e2e_avg_interactivity (tok/s of turn time)" in pareto_labels
+    fourth = parsed.labels["chart-e2e_avg_interactivity"]
+    assert "e2e_avg_interactivity vs concurrency" in fourth
+    assert "e2e_avg_interactivity (tok/s of turn time)" in fourth
+    assert "tps_per_user" not in "".join(t for ts in parsed.labels.values() for t in ts)
+    # The fourth chart's markers sit at their interactivity: on a 0..50 axis,
+    # y(v) = 314 - v * 282 / 50.
+    ys = sorted(float(c["cy"]) for c in parsed.circles["chart-e2e_avg_interactivity"])
+    assert ys == [88.4, 144.8, 229.4, 285.8]
+
+
+def test_the_png_of_an_agentic_curve_names_e2e_avg_interactivity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (mlpe-fast[plots])")
+    from matplotlib.axes import Axes
+
+    written: dict[str, list[str]] = {"title": [], "xlabel": [], "ylabel": []}
+
+    def recorder(kind: str) -> Callable[..., Any]:
+        original = getattr(Axes, f"set_{kind}")
+
+        def record(self: Axes, text: str, *args: Any, **kwargs: Any) -> Any:
+            written[kind].append(text)
+            return original(self, text, *args, **kwargs)
+
+        return record
+
+    for kind in written:
+        monkeypatch.setattr(Axes, f"set_{kind}", recorder(kind))
+    write_curve(tmp_path, AGENTIC_ROWS, AGENTIC)
+    reports = write_reports(tmp_path)
+    assert reports.png is not None and png_size(reports.png) == (1200, 900)
+    assert written["title"] == [
+        "Pareto: system_tps vs e2e_avg_interactivity (official step curve)",
+        "system_tps vs concurrency",
+        "ttft_p90_ms vs concurrency",
+        "e2e_avg_interactivity vs concurrency",
+    ]
+    assert written["xlabel"][0] == "e2e_avg_interactivity (tok/s of turn time)"
+    assert written["ylabel"][3] == "e2e_avg_interactivity (tok/s of turn time)"
+
+
+def test_an_agentic_point_without_e2e_is_left_out_of_the_pareto_chart_only(
+    tmp_path: Path,
+) -> None:
+    rows = [
+        row(2, 45, 50, e2e=40),
+        row(8, 50, 180, e2e=None),  # no interactivity: off the Pareto chart
+        row(32, None, 400, e2e=15),  # no TPOT: tps_per_user is not the x here
+    ]
+    loaded = load_curve_file(write_curve(tmp_path, rows, AGENTIC))
+    steps = pareto_steps(loaded.points, x_metric=AGENTIC)
+    assert steps.vertices == ((15, 400), (15, 50), (40, 50))
+    assert [p.concurrency for p in steps.left_out] == [8]
+
+    _, parsed = agentic_page(tmp_path, rows)
+
+    def shown(chart: str) -> set[str]:
+        return {c["data-i"] for c in parsed.circles.get(chart, [])}
+
+    assert shown("chart-pareto") == {"0", "2"}
+    assert shown("chart-system_tps") == {"0", "1", "2"}
+    assert shown("chart-ttft_p90_ms") == {"0", "1", "2"}
+    assert shown("chart-e2e_avg_interactivity") == {"0", "2"}
+    # The table keeps every point.
+    assert [r[0] for r in parsed.table[1:]] == ["2", "8", "32"]
+
+
+def test_the_agentic_table_and_hover_show_e2e_avg_interactivity(tmp_path: Path) -> None:
+    rows = [*AGENTIC_ROWS, row(16, 30, 300, e2e=None)]
+    text, parsed = agentic_page(tmp_path, rows)
+    head = parsed.table[0]
+    assert head[3:6] == ["system_tps", "e2e_avg_interactivity", "tps_per_user"]
+    cells = {r[0]: r for r in parsed.table[1:]}
+    assert cells["2"][3:6] == ["50.0", "40.0", "45.0"]
+    assert cells["16"][3:6] == ["300.0", "n/a", "30.0"]
+    assert (
+        "concurrency 2; region low_latency; system_tps 50.0; e2e_avg_interactivity 40.0; "
+        "tps_per_user 45.0; TTFT p90 20.0 ms"
+    ) in parsed.tips["chart-pareto"]
+    # 16 has no interactivity: off the Pareto chart, on system_tps with n/a.
+    assert "concurrency 16;" not in "".join(parsed.tips["chart-pareto"])
+    assert any(
+        t.startswith("concurrency 16;") and "e2e_avg_interactivity n/a" in t
+        for t in parsed.tips["chart-system_tps"]
+    )
+    # The script's hover reads the metric from its data block.
+    assert [s[0].get("data-x-metric") for s in parsed.scripts] == [AGENTIC, None]
+    data = json.loads(parsed.scripts[0][1])
+    assert [d["e2e_avg_interactivity"] for d in data] == [40, 30, 15, 5, None]
+    assert "e2e_avg_interactivity" in text.split("<script>")[1]
+
+
+def test_an_unknown_x_metric_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    path = write_curve(tmp_path, AGENTIC_ROWS, "interactivity")
+    for read in (load_curve_file, load_curve):
+        with pytest.raises(UsageError) as info:
+            read(path)
+        message = str(info.value)
+        assert "\n" not in message and str(path) in message
+        assert "$.x_metric" in message and "'interactivity'" in message
+    with pytest.raises(UsageError, match="x_metric"):
         write_reports(tmp_path)
     assert not (tmp_path / "pareto.html").exists()

@@ -568,6 +568,62 @@ def test_a_warmup_is_disclosed_from_its_log(tmp_path: Path, system: SystemDescri
     assert "steady_state" not in point
 
 
+def test_an_agentic_point_discloses_its_agentic_settings(
+    tmp_path: Path, system: SystemDescription
+) -> None:
+    folder = write_run_folder(tmp_path / "a8", 8, 620.0)
+    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8"))
+    config["settings"]["load_pattern"] = {"type": "agentic_inference", "target_concurrency": 8}
+    config["datasets"] = [
+        {
+            "name": "agentic",
+            "type": "performance",
+            "path": "agentic.jsonl",
+            "agentic_inference": {
+                "turn_timeout_s": 14400.0,
+                "enable_salt": True,
+                "inject_tool_delay": True,
+                "routing_headers": ["X-Session-ID"],
+                "num_trajectories_to_issue": 1226,
+                "stop_issuing_on_first_user_complete": False,
+            },
+        }
+    ]
+    (folder / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    summary_path = folder / "performance" / "result_summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary["run_config"]["load_pattern"] = config["settings"]["load_pattern"]
+    summary_path.write_text(json.dumps(summary), encoding="utf-8")
+    facts = read_run(folder)
+    assert facts.load_pattern == "agentic_inference" and facts.agentic is not None
+    point = point_yaml(
+        system,
+        concurrency=8,
+        region="low_concurrency",
+        offline="none",
+        steady_state=None,
+        warmup=facts.warmup,
+        load_pattern=facts.load_pattern,
+        run_config=facts.run_config,
+        agentic=facts.agentic,
+    )
+    # What a reviewer checks of an agentic run (docs/agentic.md §5.1), not the
+    # routing headers.
+    assert point["runtime_settings"]["load_pattern"] == "agentic_inference"
+    assert point["runtime_settings"]["agentic_inference"] == {
+        "num_trajectories_to_issue": 1226,
+        "enable_salt": True,
+        "inject_tool_delay": True,
+        "stop_issuing_on_first_user_complete": False,
+        "turn_timeout_s": 14400.0,
+    }
+    # ... and a run at another concurrency cannot pass for this point.
+    with pytest.raises(UsageError, match="ran at concurrency 8, not 16"):
+        build_bundle([PointFolder(folder, 16, "med_concurrency")], system, tmp_path / "out")
+    # A non-agentic run has no such block.
+    assert read_run(write_run_folder(tmp_path / "c8", 8, 620.0)).agentic is None
+
+
 def test_an_inline_score_alone_is_not_an_accuracy_run(
     runs: dict[int, PointFolder], tmp_path: Path
 ) -> None:

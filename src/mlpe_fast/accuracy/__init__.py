@@ -9,6 +9,8 @@
 * :mod:`.math_answers` -- the PRM800K grader MLPerf uses for MATH500;
 * :mod:`.deepseek_r1` -- MLPerf's per-subset grading of the DeepSeek-R1 set;
 * :mod:`.gates` -- the §2.6 thresholds and :func:`~.gates.check_gate`;
+* :mod:`.agentic_gates` -- the agentic models' gates: inline accuracy and
+  the full-run OSL per turn at every point, SWE-bench on the bands' mean;
 * :mod:`.results` -- one ``accuracy_results.json`` entry per dataset of a run;
 * :mod:`.rescore` -- ``mlpe-fast score``: the same from a finished run's log;
 * :mod:`.agentic_inline` -- the inline accuracy of an agentic run (the

@@ -42,6 +42,7 @@ __all__ = (
     "accuracy_entry",
     "default_method",
     "gate_failures",
+    "holds_accuracy_run",
     "output_text",
     "write_accuracy_results",
 )
@@ -175,3 +176,29 @@ def write_accuracy_results(
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"accuracy_scores": list(entries)}
     out.write_bytes(msgspec.json.format(msgspec.json.encode(payload), indent=2))
+
+
+def holds_accuracy_run(path: str | os.PathLike[str]) -> bool:
+    """Whether an ``accuracy_results.json`` scores an accuracy run: an entry
+    other than the performance run's inline score (``dataset_type:
+    performance``, which every agentic point carries and which never counts
+    as an accuracy run; spec §2.6, §3.4).  False when there is no file.
+
+    Raises:
+        UsageError: the file cannot be read or holds no ``accuracy_scores``.
+    """
+    source = Path(path)
+    if not source.is_file():
+        return False
+    try:
+        data = msgspec.json.decode(source.read_bytes())
+    except (OSError, msgspec.DecodeError) as error:
+        raise UsageError(f"{source}: cannot read: {error}") from None
+    entries = data.get("accuracy_scores") if isinstance(data, dict) else None
+    if isinstance(entries, dict):  # the legacy form, keyed by dataset
+        entries = list(entries.values())
+    if not isinstance(entries, list):
+        raise UsageError(f"{source}: expected an accuracy_scores list")
+    return any(
+        isinstance(entry, dict) and entry.get("dataset_type") != "performance" for entry in entries
+    )

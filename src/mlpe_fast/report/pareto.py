@@ -7,13 +7,23 @@ Both show the four charts of spec §1.5 (rules §4.2): ``system_tps`` against
 ``tps_per_user`` (the primary, Pareto chart), and ``system_tps``,
 ``ttft_p90_ms`` and ``tps_per_user`` against concurrency on a log axis.
 
+**The x metric** (spec §1.5, §1.1): for an agentic benchmark the Pareto
+chart's x axis is ``e2e_avg_interactivity`` (output tokens per second of turn
+time, ``sum(output tokens per turn) / sum(turn seconds)``) instead of
+``tps_per_user``, and the fourth chart is ``e2e_avg_interactivity`` against
+concurrency.  ``pareto.json`` says which in its top-level ``"x_metric"``;
+without the key it is ``tps_per_user``, so older files read as before.  Below,
+"the x metric" is whichever applies; titles, axis names, the table and the
+hover details name it.  An agentic curve has no Offline point (spec §2.1), so
+it has no ceiling either.
+
 **The step function** (spec §1.5, rules §5.2: "each submitted measurement
 point defines a discrete step at its concurrency level; between submitted
 points, the curve holds constant at the last measured value"; no
 interpolation).  Walked in the order the points are submitted, rising
 concurrency, each point's ``system_tps`` holds until the next point.  On the
 Pareto chart rising concurrency runs right to left (more users, fewer tokens
-per second each), so with the points sorted by ``tps_per_user``,
+per second each), so with the points sorted by the x metric,
 ``x_0 <= x_1 <= ... <= x_n``, the curve takes the value ``y_k`` on
 ``(x_(k-1), x_k]``: each point's throughput is held *leftwards* until its
 lower-interactivity neighbour, and the vertical jump sits at that neighbour
@@ -23,14 +33,14 @@ lower-interactivity neighbour, and the vertical jump sits at that neighbour
 
 This is also the reading under which the curve claims nothing unmeasured: at
 every interactivity ``x`` it covers, a submitted point delivered at least
-``x`` tokens/s per user *and* the drawn throughput.  The opposite choice
-(``where="post"``) would draw each high-concurrency point's throughput at
-interactivities it never reached.  The steps span ``[x_0, x_n]`` only:
-nothing is held beyond the outermost points.  The order is the chart's own,
-``tps_per_user`` (ties by concurrency); for a well-behaved curve it is the
-reverse of the concurrency order, and where the two disagree the function of
-``x`` wins.  A dominated point is still a step: the rules make every
-submitted point one.
+``x`` (tokens/s per user, or per second of turn time) *and* the drawn
+throughput.  The opposite choice (``where="post"``) would draw each
+high-concurrency point's throughput at interactivities it never reached.  The
+steps span ``[x_0, x_n]`` only: nothing is held beyond the outermost points.
+The order is the chart's own, the x metric (ties by concurrency); for a
+well-behaved curve it is the reverse of the concurrency order, and where the
+two disagree the function of ``x`` wins.  A dominated point is still a step:
+the rules make every submitted point one.
 
 **Offline** (spec §1.5, §2.1): a *dedicated* Offline run is no step; it is a
 horizontal throughput ceiling labelled "Offline (dedicated)" on both
@@ -40,7 +50,8 @@ point (the ``C_max`` point) is drawn like any other and labelled Offline.
 
 **Missing values** (``null``, e.g. no TPOT for a non-streamed run): a point
 is left out of each chart that needs one of its missing values, and kept in
-the others and in the table.
+the others and in the table.  Only the x metric in use counts: an agentic
+point without ``tps_per_user`` is still a step.
 
 The HTML page needs no network: no CDN, no web font, inline SVG and a few
 lines of inline JavaScript (hover details, showing or hiding each chart and
@@ -67,10 +78,13 @@ __all__ = (
     "CEILING_COLOUR",
     "REGION_COLOURS",
     "STEP_COLOUR",
+    "Curve",
     "CurvePoint",
     "ParetoSteps",
     "Reports",
+    "XMetric",
     "load_curve",
+    "load_curve_file",
     "pareto_steps",
     "write_html",
     "write_png",
@@ -79,6 +93,16 @@ __all__ = (
 
 _NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 
+#: The Pareto chart's x axis (spec §1.5): ``tps_per_user``, or
+#: ``e2e_avg_interactivity`` for an agentic benchmark.
+XMetric = Literal["tps_per_user", "e2e_avg_interactivity"]
+
+#: The axis name of each x metric, with its unit.
+_METRIC_NAMES: dict[XMetric, str] = {
+    "tps_per_user": "tps_per_user (tok/s per user)",
+    "e2e_avg_interactivity": "e2e_avg_interactivity (tok/s of turn time)",
+}
+
 
 class CurvePoint(msgspec.Struct, frozen=True):
     """One row of ``pareto.json`` (written by :mod:`mlpe_fast.sweep.runner`).
@@ -86,7 +110,8 @@ class CurvePoint(msgspec.Struct, frozen=True):
     ``offline`` is ``"none"`` for a fixed-concurrency point, ``"elected"``
     for the ``C_max`` point labelled Offline, ``"dedicated"`` for the run
     that issues the whole dataset at once (spec §2.1).  Metric values are
-    ``None`` when the point has none (no TPOT without streaming, say).
+    ``None`` when the point has none (no TPOT without streaming, say);
+    ``e2e_avg_interactivity`` is an agentic benchmark's alone.
     """
 
     concurrency: Annotated[int, msgspec.Meta(ge=1)]
@@ -95,6 +120,7 @@ class CurvePoint(msgspec.Struct, frozen=True):
     system_tps: _NonNegative | None = None
     tps_per_user: _NonNegative | None = None
     ttft_p90_ms: _NonNegative | None = None
+    e2e_avg_interactivity: _NonNegative | None = None
     accuracy: bool = False
     folder: str = ""
 
@@ -105,17 +131,22 @@ class CurvePoint(msgspec.Struct, frozen=True):
         return f"{self.concurrency} Offline" if self.offline == "elected" else str(self.concurrency)
 
 
-class _CurveFile(msgspec.Struct):
-    points: list[CurvePoint]
+class Curve(msgspec.Struct, frozen=True):
+    """A whole ``pareto.json``: its points in file order and the Pareto
+    chart's x metric (module docstring; ``tps_per_user`` when the file has
+    no ``"x_metric"``)."""
+
+    points: tuple[CurvePoint, ...]
+    x_metric: XMetric = "tps_per_user"
 
 
 class ParetoSteps(NamedTuple):
     """The primary chart's content (module docstring, spec §1.5).
 
-    ``points`` are the steps' points sorted by ``tps_per_user`` (then
-    concurrency); ``vertices`` the step path as ``(tps_per_user,
-    system_tps)`` pairs; ``ceilings`` the dedicated Offline points with a
-    ``system_tps``; ``left_out`` the other points, which lack a value.
+    ``points`` are the steps' points sorted by the x metric (then
+    concurrency); ``vertices`` the step path as ``(x metric, system_tps)``
+    pairs; ``ceilings`` the dedicated Offline points with a ``system_tps``;
+    ``left_out`` the other points, which lack a value.
     """
 
     points: tuple[CurvePoint, ...]
@@ -152,39 +183,52 @@ _PLOTS_HINT = 'pip install "mlpe-fast[plots]"'
 
 
 def load_curve(path: str | Path) -> list[CurvePoint]:
-    """The points of a ``pareto.json``, in file order.
+    """The points of a ``pareto.json``, in file order (:func:`load_curve_file`
+    also gives the x metric).
+
+    Raises:
+        UsageError: as :func:`load_curve_file`.
+    """
+    return list(load_curve_file(path).points)
+
+
+def load_curve_file(path: str | Path) -> Curve:
+    """A ``pareto.json``: its points, in file order, and its x metric.
 
     Raises:
         UsageError: the file cannot be read or is not a curve file (one line
-            naming the file and the first bad value).
+            naming the file and the first bad value, an unknown
+            ``x_metric`` among them).
     """
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UsageError(f"cannot read the curve file {path}: {exc.strerror or exc}") from None
     try:
-        curve = msgspec.json.decode(data, type=_CurveFile)
+        return msgspec.json.decode(data, type=Curve)
     except msgspec.DecodeError as exc:
         reason = " ".join(str(exc).split())
         raise UsageError(f"{path} is not a curve file (pareto.json): {reason}") from None
-    return curve.points
 
 
-def pareto_steps(points: Sequence[CurvePoint]) -> ParetoSteps:
-    """The step curve and the Offline ceilings of the primary chart (module
-    docstring: each point's ``system_tps`` held leftwards to its
-    lower-``tps_per_user`` neighbour)."""
+def pareto_steps(
+    points: Sequence[CurvePoint], *, x_metric: XMetric = "tps_per_user"
+) -> ParetoSteps:
+    """The step curve and the Offline ceilings of the primary chart, with
+    ``x_metric`` on its x axis (module docstring: each point's
+    ``system_tps`` held leftwards to its neighbour lower on the x metric)."""
+    x_of = _metric(x_metric)
     on_curve: list[CurvePoint] = []
     ceilings: list[CurvePoint] = []
     left_out: list[CurvePoint] = []
     for point in points:
         if point.offline == "dedicated":
             (ceilings if point.system_tps is not None else left_out).append(point)
-        elif point.system_tps is None or point.tps_per_user is None:
+        elif point.system_tps is None or getattr(point, x_metric) is None:
             left_out.append(point)
         else:
             on_curve.append(point)
-    on_curve.sort(key=lambda p: (_x(p), p.concurrency))
+    on_curve.sort(key=lambda p: (x_of(p), p.concurrency))
     vertices: list[tuple[float, float]] = []
 
     def add(vertex: tuple[float, float]) -> None:
@@ -193,14 +237,20 @@ def pareto_steps(points: Sequence[CurvePoint]) -> ParetoSteps:
 
     for k, point in enumerate(on_curve):
         if k:
-            add((_x(on_curve[k - 1]), _y(point)))
-        add((_x(point), _y(point)))
+            add((x_of(on_curve[k - 1]), _y(point)))
+        add((x_of(point), _y(point)))
     return ParetoSteps(tuple(on_curve), tuple(vertices), tuple(ceilings), tuple(left_out))
 
 
-def _x(point: CurvePoint) -> float:
-    assert point.tps_per_user is not None
-    return point.tps_per_user
+def _metric(name: str) -> Callable[[CurvePoint], float]:
+    """Reads one metric of the points a chart shows, which all have it."""
+
+    def value(point: CurvePoint) -> float:
+        found: float | None = getattr(point, name)
+        assert found is not None
+        return found
+
+    return value
 
 
 def _y(point: CurvePoint) -> float:
@@ -290,42 +340,38 @@ class _Chart(NamedTuple):
     ceilings: tuple[CurvePoint, ...]
 
 
-def _charts(points: Sequence[CurvePoint]) -> list[_Chart]:
-    """The four charts of spec §1.5, in reading order."""
-    steps = pareto_steps(points)
+def _charts(points: Sequence[CurvePoint], x_metric: XMetric) -> list[_Chart]:
+    """The four charts of spec §1.5, in reading order; the fourth is the
+    x metric against concurrency."""
+    steps = pareto_steps(points, x_metric=x_metric)
+    x_of = _metric(x_metric)
     ceiling_tps = [_y(p) for p in steps.ceilings]
     loaded = [p for p in points if p.offline != "dedicated"]
 
     def conc(p: CurvePoint) -> float:
         return float(p.concurrency)
 
-    def field(name: str) -> Callable[[CurvePoint], float]:
-        def get(p: CurvePoint) -> float:
-            value: float = getattr(p, name)
-            return value
-
-        return get
-
     charts = [
         _Chart(
             "pareto",
-            "Pareto: system_tps vs tps_per_user (official step curve)",
-            "tps_per_user (tok/s per user)",
+            f"Pareto: system_tps vs {x_metric} (official step curve)",
+            _METRIC_NAMES[x_metric],
             "system_tps (tok/s)",
             steps.points,
-            _x,
+            x_of,
             _y,
-            _linear_axis([_x(p) for p in steps.points]),
+            _linear_axis([x_of(p) for p in steps.points]),
             _linear_axis([_y(p) for p in steps.points] + ceiling_tps),
             steps.vertices,
             steps.ceilings,
         )
     ]
-    for name, y_name, ceilings in (
+    concurrency_charts: tuple[tuple[str, str, tuple[CurvePoint, ...]], ...] = (
         ("system_tps", "system_tps (tok/s)", steps.ceilings),
         ("ttft_p90_ms", "ttft_p90_ms (ms)", ()),
-        ("tps_per_user", "tps_per_user (tok/s per user)", ()),
-    ):
+        (x_metric, _METRIC_NAMES[x_metric], ()),
+    )
+    for name, y_name, ceilings in concurrency_charts:
         shown = tuple(p for p in loaded if getattr(p, name) is not None)
         shown = tuple(sorted(shown, key=lambda p: p.concurrency))
         y_values = [getattr(p, name) for p in shown] + [_y(p) for p in ceilings]
@@ -337,7 +383,7 @@ def _charts(points: Sequence[CurvePoint]) -> list[_Chart]:
                 y_name,
                 shown,
                 conc,
-                field(name),
+                _metric(name),
                 _log_axis([p.concurrency for p in shown]),
                 _linear_axis(y_values),
                 (),
@@ -367,8 +413,11 @@ def _region_colours(points: Sequence[CurvePoint]) -> dict[str, str]:
 # --- PNG ----------------------------------------------------------------------------------
 
 
-def write_png(points: Sequence[CurvePoint], path: str | Path) -> None:
-    """Writes the four charts as one 1200 x 900 PNG (2 x 2 grid).
+def write_png(
+    points: Sequence[CurvePoint], path: str | Path, *, x_metric: XMetric = "tps_per_user"
+) -> None:
+    """Writes the four charts, with ``x_metric`` on the Pareto chart's x axis,
+    as one 1200 x 900 PNG (2 x 2 grid).
 
     matplotlib is imported here, on its Agg canvas (no display, no pyplot
     state), because it is an optional dependency.
@@ -387,7 +436,7 @@ def write_png(points: Sequence[CurvePoint], path: str | Path) -> None:
     colours = _region_colours([p for p in points if p.offline != "dedicated"])
     fig = Figure(figsize=(12, 9), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    for ax, chart in zip(fig.subplots(2, 2).flat, _charts(points), strict=True):
+    for ax, chart in zip(fig.subplots(2, 2).flat, _charts(points, x_metric), strict=True):
         ax.set_title(_mpl_text(chart.title), fontsize=11)
         ax.set_xlabel(chart.x_name)
         ax.set_ylabel(chart.y_name)
@@ -460,7 +509,7 @@ def _px(value: float) -> str:
     return f"{value:.2f}"
 
 
-def _svg(chart: _Chart, index: dict[int, int], colours: dict[str, str]) -> str:
+def _svg(chart: _Chart, index: dict[int, int], colours: dict[str, str], x_metric: XMetric) -> str:
     """One chart as inline SVG (no namespace needed inside HTML)."""
     e = html.escape
     left, right, top, bottom = _LEFT, _W - _RIGHT, _TOP, _H - _BOTTOM
@@ -515,9 +564,10 @@ def _svg(chart: _Chart, index: dict[int, int], colours: dict[str, str]) -> str:
         x, y = _px(sx(chart.x_of(point))), _px(sy(chart.y_of(point)))
         # Labels of points near the right edge go on their left, inside the chart.
         side = 'dx="-7" text-anchor="end"' if _near_right(chart, point) else 'dx="7"'
+        details = _describe(point, x_metric)
         out.append(
             f'<g class="pt"><circle data-i="{index[id(point)]}" cx="{x}" cy="{y}" r="{_RADIUS}" '
-            f'fill="{colours[point.region]}"><title>{e(_describe(point))}</title></circle>'
+            f'fill="{colours[point.region]}"><title>{e(details)}</title></circle>'
             f'<text class="label" x="{x}" y="{y}" {side} dy="-7">{e(point.label)}</text></g>'
         )
     if not chart.points and not chart.ceilings:
@@ -533,22 +583,31 @@ def _number(value: float | None, unit: str = "") -> str:
     return "n/a" if value is None else f"{value:,.1f}{unit}"
 
 
-def _describe(point: CurvePoint) -> str:
+def _describe(point: CurvePoint, x_metric: XMetric) -> str:
     offline = "" if point.offline == "none" else f" (Offline, {point.offline})"
+    # An agentic point's x value leads; tps_per_user stays, as on the table.
+    interactivity = (
+        f"e2e_avg_interactivity {_number(point.e2e_avg_interactivity)}; "
+        if x_metric == "e2e_avg_interactivity"
+        else ""
+    )
     return (
         f"concurrency {point.concurrency}{offline}; region {point.region}; "
-        f"system_tps {_number(point.system_tps)}; tps_per_user {_number(point.tps_per_user)}; "
+        f"system_tps {_number(point.system_tps)}; {interactivity}"
+        f"tps_per_user {_number(point.tps_per_user)}; "
         f"TTFT p90 {_number(point.ttft_p90_ms, ' ms')}"
     )
 
 
-def _table(points: Sequence[CurvePoint]) -> str:
+def _table(points: Sequence[CurvePoint], x_metric: XMetric) -> str:
     e = html.escape
+    agentic = x_metric == "e2e_avg_interactivity"
     head = (
         "concurrency",
         "region",
         "Offline",
         "system_tps",
+        *(("e2e_avg_interactivity",) if agentic else ()),
         "tps_per_user",
         "TTFT p90 (ms)",
         "accuracy run",
@@ -563,6 +622,7 @@ def _table(points: Sequence[CurvePoint]) -> str:
             (p.region, ""),
             ("" if p.offline == "none" else p.offline, ""),
             (_number(p.system_tps), "num"),
+            *(((_number(p.e2e_avg_interactivity), "num"),) if agentic else ()),
             (_number(p.tps_per_user), "num"),
             (_number(p.ttft_p90_ms), "num"),
             ("yes" if p.accuracy else "", ""),
@@ -620,11 +680,15 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
 
 # Reads the points from the JSON block and writes them with textContent
-# only: no value from the file is ever parsed as markup.
+# only: no value from the file is ever parsed as markup.  The block's
+# data-x-metric says whether the curve is agentic, whose hover details add
+# e2e_avg_interactivity (module docstring).
 _SCRIPT = """
 (function () {
   "use strict";
-  var points = JSON.parse(document.getElementById("curve-data").textContent);
+  var data = document.getElementById("curve-data");
+  var points = JSON.parse(data.textContent);
+  var agentic = data.getAttribute("data-x-metric") === "e2e_avg_interactivity";
   var tip = document.getElementById("tip");
   function num(v, unit) {
     return v === null ? "n/a"
@@ -632,15 +696,29 @@ _SCRIPT = """
   }
   function show(circle, event) {
     var p = points[Number(circle.getAttribute("data-i"))];
-    var lines = [
-      "concurrency  " + p.concurrency
-        + (p.offline === "none" ? "" : "  (Offline, " + p.offline + ")"),
-      "region       " + p.region,
-      "system_tps   " + num(p.system_tps),
-      "tps_per_user " + num(p.tps_per_user),
-      "TTFT p90     " + num(p.ttft_p90_ms, " ms"),
-      "folder       " + p.folder
+    var rows = [
+      ["concurrency", p.concurrency
+        + (p.offline === "none" ? "" : "  (Offline, " + p.offline + ")")],
+      ["region", p.region],
+      ["system_tps", num(p.system_tps)]
     ];
+    if (agentic) {
+      rows.push(["e2e_avg_interactivity", num(p.e2e_avg_interactivity)]);
+    }
+    rows.push(
+      ["tps_per_user", num(p.tps_per_user)],
+      ["TTFT p90", num(p.ttft_p90_ms, " ms")],
+      ["folder", p.folder]
+    );
+    // The values line up one space after the longest name.
+    var width = 0;
+    for (var r = 0; r < rows.length; r++) {
+      width = Math.max(width, rows[r][0].length);
+    }
+    var lines = [];
+    for (var k = 0; k < rows.length; k++) {
+      lines.push(rows[k][0] + " ".repeat(width + 1 - rows[k][0].length) + rows[k][1]);
+    }
     tip.textContent = lines.join("\\n");
     tip.hidden = false;
     tip.style.left = (event.clientX + 14) + "px";
@@ -664,13 +742,16 @@ _SCRIPT = """
 """
 
 
-def write_html(points: Sequence[CurvePoint], path: str | Path) -> None:
-    """Writes the four charts, the table and hover details as one HTML file
-    that opens offline (module docstring)."""
+def write_html(
+    points: Sequence[CurvePoint], path: str | Path, *, x_metric: XMetric = "tps_per_user"
+) -> None:
+    """Writes the four charts, with ``x_metric`` on the Pareto chart's x
+    axis, the table and hover details as one HTML file that opens offline
+    (module docstring)."""
     e = html.escape
     index = {id(p): k for k, p in enumerate(points)}
     colours = _region_colours([p for p in points if p.offline != "dedicated"])
-    charts = _charts(points)
+    charts = _charts(points, x_metric)
     toggles = [
         f'<label><input type="checkbox" data-show="chart-{c.key}" checked> {e(c.key)}</label>'
         for c in charts
@@ -685,7 +766,9 @@ def write_html(points: Sequence[CurvePoint], path: str | Path) -> None:
     )
     if any(p.offline == "dedicated" and p.system_tps is not None for p in points):
         legend.append(f'<span><i class="sw dash"></i>{_CEILING_LABEL} ceiling</span>')
-    figures = [f'<figure id="chart-{c.key}">{_svg(c, index, colours)}</figure>' for c in charts]
+    figures = [
+        f'<figure id="chart-{c.key}">{_svg(c, index, colours, x_metric)}</figure>' for c in charts
+    ]
     data = [msgspec.to_builtins(p) for p in points]
     page = f"""<!DOCTYPE html>
 <html lang="en">
@@ -705,10 +788,11 @@ def write_html(points: Sequence[CurvePoint], path: str | Path) -> None:
 {chr(10).join(figures)}
 </main>
 <section id="table" hidden>
-{_table(points)}
+{_table(points, x_metric)}
 </section>
 <div id="tip" hidden></div>
-<script type="application/json" id="curve-data">{_json_for_script(data)}</script>
+<script type="application/json" id="curve-data" data-x-metric="{e(x_metric)}">\
+{_json_for_script(data)}</script>
 <script>{_SCRIPT}</script>
 </body>
 </html>
@@ -720,20 +804,20 @@ def write_html(points: Sequence[CurvePoint], path: str | Path) -> None:
 
 
 def write_reports(report_dir: str | Path) -> Reports:
-    """Reads ``report_dir/pareto.json`` and writes ``pareto.html`` and, when
-    matplotlib is installed, ``pareto.png`` beside it; without matplotlib the
-    PNG is skipped and a note says how to get it.
+    """Reads ``report_dir/pareto.json`` (its points and x metric) and writes
+    ``pareto.html`` and, when matplotlib is installed, ``pareto.png`` beside
+    it; without matplotlib the PNG is skipped and a note says how to get it.
 
     Raises:
         UsageError: ``pareto.json`` is missing or malformed.
     """
     root = Path(report_dir)
-    points = load_curve(root / "pareto.json")
+    curve = load_curve_file(root / "pareto.json")
     html_path = root / "pareto.html"
-    write_html(points, html_path)
+    write_html(curve.points, html_path, x_metric=curve.x_metric)
     png_path = root / "pareto.png"
     try:
-        write_png(points, png_path)
+        write_png(curve.points, png_path, x_metric=curve.x_metric)
     except UsageError as exc:  # matplotlib is missing: the page alone still shows everything
         return Reports(html_path, None, (f"{exc}; wrote pareto.html only",))
     return Reports(html_path, png_path, ())

@@ -11,7 +11,8 @@ Spec §3.9 (checker ``layout.py``; the official builder,
         └── <model_name>/r<N>/
             ├── point.yaml  system_desc.json           written from the system file
             ├── result_summary.json  config.yaml       copied from the run folder
-            ├── accuracy_results.json                  at accuracy points
+            ├── accuracy_results.json                  at accuracy points, and at every
+            │                                          agentic point (its inline score)
             └── report.txt  sample_idx_map.json  metrics/final_snapshot.json
 
 ``<org>`` and ``<System>`` are made from the user's ``submitter_org_names`` and
@@ -139,7 +140,7 @@ def _plan(points: Sequence[PointFolder], system: SystemDescription) -> list[_Pla
     facts = [read_run(point.path) for point in points]
     for point, fact in zip(points, facts, strict=True):
         if (
-            fact.load_pattern == "concurrency"
+            fact.load_pattern in ("concurrency", "agentic_inference")
             and fact.target_concurrency is not None
             and fact.target_concurrency != point.concurrency
         ):
@@ -166,6 +167,7 @@ def _plan(points: Sequence[PointFolder], system: SystemDescription) -> list[_Pla
                     load_pattern=fact.load_pattern,
                     run_config=fact.run_config,
                     with_accuracy=fact.has_accuracy,
+                    agentic=fact.agentic,
                 ),
                 system_desc=system_desc_json(system, tps_utilization=fact.system_tps / max_tps),
             )

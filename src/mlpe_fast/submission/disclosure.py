@@ -11,8 +11,11 @@ the point knows, in the form submission checker 1.5.3.0 reads
   set, its three seeds under ``runtime_settings.runtime`` and ``target_cohort``
   (``seed-runtime-match``, ``seed-set-adoption``); the point's ``region``,
   ``offline`` kind and load pattern; the required ``warmup`` block (the "no warmup"
-  form is all zeros with ``concurrency: 0``); and the ``steady_state`` block when the
-  point has one (spec §1.4: nothing else writes it).
+  form is all zeros with ``concurrency: 0``); the ``steady_state`` block when the
+  point has one (spec §1.4: nothing else writes it; agentic points have none); and
+  an agentic point's ``runtime_settings.agentic_inference`` (its trajectory budget and
+  the flags the rules fix: salt, tool delays, ``stop_issuing_on_first_user_complete``;
+  ``docs/agentic.md`` §5.1 item 13).
 * ``system_desc.json``: identical at every point but for ``tps_utilization``
   (``system-description-consistency``), which is the point's ``system_tps`` over the
   curve's highest (``tps-utilization``).
@@ -61,6 +64,16 @@ REGIONS: tuple[str, ...] = (
 OFFLINE_KINDS: tuple[str, ...] = ("dedicated", "elected", "none")
 
 _NO_WARMUP_SOURCE = "none: no warmup requests were sent"
+
+#: The agentic settings a reviewer checks (``docs/agentic.md`` §5.1 item 13: salt and
+#: tool delays on, ``stop_issuing_on_first_user_complete`` off, a budget of k x 613).
+_AGENTIC_KEYS = (
+    "num_trajectories_to_issue",
+    "enable_salt",
+    "inject_tool_delay",
+    "stop_issuing_on_first_user_complete",
+    "turn_timeout_s",
+)
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,7 @@ def point_yaml(
     load_pattern: str,
     run_config: Mapping[str, Any] | None,
     with_accuracy: bool = False,
+    agentic: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The ``point.yaml`` mapping of one point (module docstring; spec §3.6).
 
@@ -163,6 +177,7 @@ def point_yaml(
             ``scheduler_random_seed`` and ``dataloader_random_seed`` must be the
             bound seed set's.
         with_accuracy: the point also carries an accuracy run (``dataset_type``).
+        agentic: an agentic point's ``agentic_inference`` settings as it ran.
 
     Raises:
         UsageError: a bad concurrency, region or offline kind, or seeds that are not
@@ -223,6 +238,12 @@ def point_yaml(
             "model_seed": seeds.model_seed,
         },
     }
+    if agentic is not None:
+        runtime_settings["agentic_inference"] = {
+            key: _plain(agentic[key], f"agentic_inference.{key}")
+            for key in _AGENTIC_KEYS
+            if agentic.get(key) is not None
+        }
     block = _warmup_block(system, warmup)
     if warmup is not None and block["requests_issued"]:
         runtime_settings["warmup"] = {"salt": warmup.salted}

@@ -12,6 +12,8 @@ files the checker and the reference client agree on:
 * load pattern, seeds and warmup settings from the summary's ``run_config``, else
   from ``config.yaml`` (``settings.load_pattern``, ``settings.runtime``,
   ``settings.warmup``);
+* an agentic point's ``agentic_inference`` settings (its trajectory budget, salt,
+  tool delays) from its performance dataset's entry in ``config.yaml``;
 * the warmup's figures from ``warmup_events.jsonl``: queries issued, queries answered
   without error, and the time from the first warmup query to the start of
   measurement (``session.start_performance_tracking`` in ``events.jsonl``, the rules'
@@ -28,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from ..accuracy.results import holds_accuracy_run
 from ..artifacts.run_folder import read_config_yaml
 from ..errors import UsageError
 from .disclosure import WarmupRun
@@ -44,13 +47,15 @@ class RunFacts:
     Attributes:
         path: the run folder.
         system_tps: output tokens per second, as the checker derives it.
-        load_pattern: ``concurrency``, ``max_throughput`` (Offline) or ``poisson``.
+        load_pattern: ``concurrency``, ``max_throughput`` (Offline), ``poisson`` or
+            ``agentic_inference``.
         target_concurrency: the configured concurrency, None for an Offline burst.
         run_config: load pattern, warmup and seeds in ``result_summary.json``'s
             ``run_config`` shape, gaps filled from ``config.yaml``.
         has_accuracy: ``accuracy/accuracy_results.json`` scores an accuracy run, not
             only the performance run's inline score.
         warmup: the measured warmup, None when the run had none.
+        agentic: an agentic run's ``agentic_inference`` settings, else None.
     """
 
     path: Path
@@ -60,6 +65,7 @@ class RunFacts:
     run_config: Mapping[str, Any] = field(default_factory=dict)
     has_accuracy: bool = False
     warmup: WarmupRun | None = None
+    agentic: Mapping[str, Any] | None = None
 
 
 def _section(data: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
@@ -102,22 +108,15 @@ def _system_tps(summary: Mapping[str, Any], where: Path) -> float:
     return float(total) / (duration_ns / 1e9)
 
 
-def _has_accuracy_run(path: Path) -> bool:
-    """Whether the accuracy file holds an entry other than the inline score (§3.4)."""
-    if not path.is_file():
-        return False
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as error:
-        raise UsageError(f"{path}: cannot read: {error}") from None
-    entries = data.get("accuracy_scores") if isinstance(data, dict) else None
-    if isinstance(entries, dict):  # the legacy form, keyed by dataset
-        entries = list(entries.values())
-    if not isinstance(entries, list):
-        raise UsageError(f"{path}: expected an accuracy_scores list")
-    return any(
-        isinstance(entry, dict) and entry.get("dataset_type") != "performance" for entry in entries
-    )
+def _agentic_settings(config: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The performance dataset's ``agentic_inference`` block in ``config.yaml``."""
+    datasets = config.get("datasets")
+    for entry in datasets if isinstance(datasets, list) else ():
+        if isinstance(entry, Mapping) and entry.get("type", "performance") == "performance":
+            block = entry.get("agentic_inference")
+            if isinstance(block, Mapping):
+                return block
+    return None
 
 
 def _tracking_started_ns(events: Path) -> int | None:
@@ -221,6 +220,7 @@ def read_run(path: str | Path) -> RunFacts:
         load_pattern=load_pattern,
         target_concurrency=target_concurrency,
         run_config=run_config,
-        has_accuracy=_has_accuracy_run(folder / "accuracy" / "accuracy_results.json"),
+        has_accuracy=holds_accuracy_run(folder / "accuracy" / "accuracy_results.json"),
         warmup=warmup,
+        agentic=_agentic_settings(config) if load_pattern == "agentic_inference" else None,
     )

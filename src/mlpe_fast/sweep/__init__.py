@@ -6,4 +6,6 @@
 * :mod:`.plan` -- which concurrencies to measure, how long each point runs
   and how many queries it issues, and what is wrong with a list the user
   gave (spec §2.1, §2.4).
+* :mod:`.runner` -- the sweep itself: every point measured into its own run
+  folder, single-turn or agentic, and the curve's report.
 """

@@ -24,11 +24,22 @@ every point; ``--max-concurrency C_MAX`` without a list plans the points
 * **Resuming**: a point whose folder already holds a complete summary (and
   its accuracy results, where due) is skipped; an interrupted or missing
   one is measured again.
+* **Agentic curves** (``--load-pattern agentic_inference``; spec §2.1, §2.4,
+  §2.6): no Offline point, at least 7 points, every point an
+  ``agentic_inference`` run of the same trajectory budget.  Such a point's
+  size is its budget, not a duration: the reference stops it only when its
+  trajectories end (``docs/agentic.md`` §2.4), so the rules' durations --
+  600 s at concurrency <= 32, 2400 s above -- are checked after each point
+  against its window, and a shorter one is reported as a development run.
+  The inline score comes with every point; the accuracy runs (SWE-bench)
+  go to the four mandatory bands only.
 
 ``pareto.json`` in ``REPORT_DIR`` lists the points (concurrency, region,
-Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``);
+Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``,
+``e2e_avg_interactivity``) and the Pareto chart's x metric (``x_metric``:
+``e2e_avg_interactivity`` for an agentic curve, spec §1.5);
 ``pareto.html`` (self-contained) and ``pareto.png`` (with matplotlib) draw
-the step curve and the figures against concurrency (spec §1.5).
+the step curve and the figures against concurrency.
 """
 
 from __future__ import annotations
@@ -41,14 +52,20 @@ from typing import Any, TextIO
 
 import msgspec
 
+from ..accuracy.agentic_gates import AGENTIC_THRESHOLDS, check_swe_bench_mean
+from ..accuracy.results import holds_accuracy_run
 from ..config import RunConfig
 from ..errors import UsageError
+from ..load.agentic import load_agentic
 from ..load.dataset import load_dataset
 from ..report.pareto import write_reports
 from .plan import check_plan, plan_points, point_duration_s
 from .regions import region_of, regions
 
 __all__ = ("SweepPoint", "accuracy_points", "plan_problems", "plan_sweep", "run_sweep")
+
+#: The accuracy dataset the checker reads SWE-bench results under (spec §2.6).
+SWE_BENCH_DATASET = "swe_bench"
 
 #: Mandatory accuracy bands (spec §2.6): the region names of the checker.
 _BANDS = ("low_latency", "low_concurrency", "med_concurrency", "high_concurrency")
@@ -135,8 +152,13 @@ def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
     return points
 
 
+def _agentic(config: RunConfig) -> bool:
+    return config.load_pattern == "agentic_inference"
+
+
 def _point_config(config: RunConfig, point: SweepPoint) -> tuple[RunConfig, str | None]:
-    """The run configuration of one point, and a development-duration note."""
+    """The run configuration of one point, and a development-duration note
+    (an agentic point's comes after it ran: :func:`agentic_duration_note`)."""
     changes: dict[str, Any] = {
         "sweep": (),
         "report_dir": point.folder,
@@ -144,7 +166,10 @@ def _point_config(config: RunConfig, point: SweepPoint) -> tuple[RunConfig, str 
         "mode": config.mode if config.mode != "both" or point.accuracy else "perf",
     }
     note = None
-    if point.offline == "dedicated":
+    if _agentic(config):
+        # Sized by its trajectory budget, never by a duration (module docstring).
+        changes |= {"concurrency": point.concurrency, "whole_passes": False}
+    elif point.offline == "dedicated":
         changes |= {"load_pattern": "offline", "concurrency": point.concurrency}
         changes |= {"num_samples": point.concurrency, "duration_s": None}
     else:
@@ -160,6 +185,22 @@ def _point_config(config: RunConfig, point: SweepPoint) -> tuple[RunConfig, str 
     return msgspec.structs.replace(config, **changes), note
 
 
+def agentic_duration_note(concurrency: int, summary: dict[str, Any]) -> str | None:
+    """What an agentic point's window lacks of the rules' duration (spec
+    §2.4: 600 s at concurrency <= 32, 2400 s above), None when it has it.
+    The window runs from the start of measurement to the last completion of
+    a turn issued inside it: the ``duration_ns`` the checker reads."""
+    rule = point_duration_s(concurrency, agentic=True)
+    duration_ns = summary.get("duration_ns")
+    if not isinstance(duration_ns, (int, float)) or duration_ns / 1e9 >= rule:
+        return None
+    return (
+        f"development duration: the window lasted {duration_ns / 1e9:.3g} s at concurrency "
+        f"{concurrency} (the rules ask for {rule:g} s of an agentic point; spec §2.4): "
+        "raise --num-trajectories"
+    )
+
+
 def _done(point: SweepPoint) -> dict[str, Any] | None:
     """The stored summary of a point measured completely before, else None."""
     folder = Path(point.folder)
@@ -170,8 +211,14 @@ def _done(point: SweepPoint) -> dict[str, Any] | None:
         return None
     if not isinstance(summary, dict) or summary.get("state") != "complete":
         return None
-    if point.accuracy and not (folder / "accuracy" / "accuracy_results.json").is_file():
-        return None
+    if point.accuracy:
+        # An agentic point's file holds its inline score in any case: the
+        # accuracy run is due too (spec §2.6).
+        try:
+            if not holds_accuracy_run(folder / "accuracy" / "accuracy_results.json"):
+                return None
+        except UsageError:
+            return None
     return summary
 
 
@@ -184,19 +231,24 @@ def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
         "system_tps": summary.get("system_tps"),
         "tps_per_user": summary.get("tps_per_user"),
         "ttft_p90_ms": None if ttft is None else ttft / 1e6,
+        "e2e_avg_interactivity": summary.get("e2e_avg_interactivity"),
         "accuracy": point.accuracy,
         "folder": point.folder,
     }
 
 
-def _table(rows: Sequence[dict[str, Any]]) -> str:
+def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
     def num(value: Any, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
+    # An agentic curve's x is e2e_avg_interactivity (spec §1.5).
+    x_key, x_name = (
+        ("e2e_avg_interactivity", "interactivity") if agentic else ("tps_per_user", "tok/s/user")
+    )
     lines = [
         "",
         "curve",
-        f"  {'concurrency':>11}  {'region':<17} {'system tok/s':>13} {'tok/s/user':>11}"
+        f"  {'concurrency':>11}  {'region':<17} {'system tok/s':>13} {x_name:>13}"
         f" {'TTFT p90 ms':>12}  notes",
     ]
     for row in rows:
@@ -207,19 +259,82 @@ def _table(rows: Sequence[dict[str, Any]]) -> str:
             notes.append("accuracy")
         lines.append(
             f"  {row['concurrency']:>11}  {row['region']:<17} {num(row['system_tps'], ',.1f'):>13}"
-            f" {num(row['tps_per_user'], ',.1f'):>11} {num(row['ttft_p90_ms'], ',.2f'):>12}"
+            f" {num(row[x_key], ',.1f'):>13} {num(row['ttft_p90_ms'], ',.2f'):>12}"
             f"  {', '.join(notes)}"
         )
     return "\n".join(lines) + "\n"
 
 
-def plan_problems(config: RunConfig, points: Sequence[SweepPoint]) -> list[str]:
+def _swe_bench_score(point: SweepPoint) -> float | None:
+    path = Path(point.folder) / "accuracy" / "accuracy_results.json"
+    try:
+        entries = json.loads(path.read_bytes()).get("accuracy_scores", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for entry in entries if isinstance(entries, list) else ():
+        if isinstance(entry, dict) and entry.get("dataset_name") == SWE_BENCH_DATASET:
+            score = entry.get("score")
+            return float(score) if isinstance(score, (int, float)) else None
+    return None
+
+
+def _swe_bench_verdict(config: RunConfig, points: Sequence[SweepPoint]) -> str | None:
+    """The curve's SWE-bench gate (spec §2.6: the mean of the four mandatory
+    bands' results), when the model has one and the curve ran SWE-bench."""
+    model = config.mlperf_model
+    if model not in AGENTIC_THRESHOLDS:
+        return None
+    scored = {p.concurrency: _swe_bench_score(p) for p in points if p.accuracy}
+    present = [score for score in scored.values() if score is not None]
+    if not present:
+        return None
+    failures = check_swe_bench_mean(model, present)
+    failures += [f"SWE-bench: no score at r{c}" for c, score in scored.items() if score is None]
+    shown = ", ".join(f"r{c} {'-' if s is None else f'{100 * s:.2f}'}" for c, s in scored.items())
+    verdict = f"FAIL: {'; '.join(failures)}" if failures else "pass"
+    return f"SWE-bench gate ({model}, mean of the bands: {shown}): {verdict}"
+
+
+def plan_problems(
+    config: RunConfig, points: Sequence[SweepPoint], trajectories: int | None = None
+) -> list[str]:
     """What the checker would say about this curve's points (spec §2.1-2.2),
-    so that a user's list is questioned before hours are spent on it."""
-    if config.max_concurrency is None or config.max_concurrency <= 32:
-        return []
-    fixed = [p.concurrency for p in points if p.offline != "dedicated"]
-    return check_plan(fixed, config.max_concurrency, config.offline)
+    so that a user's list is questioned before hours are spent on it; for
+    an agentic curve (``trajectories``: the dataset's count) also what its
+    trajectory budget makes of the points (``docs/agentic.md`` §2.4-2.5)."""
+    problems = []
+    if config.max_concurrency is not None and config.max_concurrency > 32:
+        fixed = [p.concurrency for p in points if p.offline != "dedicated"]
+        problems += check_plan(fixed, config.max_concurrency, config.offline)
+    if trajectories is not None:
+        problems += _budget_problems(config, points, trajectories)
+    return problems
+
+
+def _budget_problems(
+    config: RunConfig, points: Sequence[SweepPoint], trajectories: int
+) -> list[str]:
+    settings = config.performance_datasets[0].agentic
+    budget = settings.num_trajectories_to_issue if settings is not None else None
+    budget = trajectories if budget is None else budget
+    problems = []
+    if budget % trajectories:
+        # Official runs issue k x 613, whole passes over the official set.
+        problems.append(
+            f"num_trajectories_to_issue {budget} is not a whole number of passes over the "
+            f"dataset's {trajectories} trajectories (the rules ask for k x 613 on the "
+            "official set)"
+        )
+    crowded = [p.concurrency for p in points if p.concurrency >= budget]
+    if crowded:
+        # Every trajectory starts at once, and the window closes when the
+        # first one ends: the point measures a fraction of its load.
+        problems.append(
+            f"{', '.join(f'r{c}' for c in crowded)}: concurrency at or above the trajectory "
+            f"budget {budget}, so the window closes when the first trajectory ends; raise "
+            "--num-trajectories well above the highest concurrency"
+        )
+    return problems
 
 
 async def run_sweep(
@@ -236,8 +351,13 @@ async def run_sweep(
     datasets = config.performance_datasets
     if not datasets:
         raise UsageError("no performance dataset: pass --dataset PATH[,parser.prompt=COLUMN]")
-    points = plan_sweep(config, len(load_dataset(datasets[0])))
-    for problem in plan_problems(config, points):
+    agentic = _agentic(config)
+    # The dataset is read once up front, so that a bad file stops the curve
+    # before its first point; its size is the dedicated Offline point's.
+    trajectories = len(load_agentic(datasets[0].path).trajectories) if agentic else None
+    size = trajectories if trajectories is not None else len(load_dataset(datasets[0]))
+    points = plan_sweep(config, size)
+    for problem in plan_problems(config, points, trajectories):
         print(f"mlpe-fast: warning: {problem}", file=out)
     rows: list[dict[str, Any]] = []
     interrupted = False
@@ -255,10 +375,18 @@ async def run_sweep(
         if result.state == "interrupted":
             interrupted = True
             break
+        if agentic and (note := agentic_duration_note(point.concurrency, result.summary)):
+            print(f"mlpe-fast: {note}", file=out)
     root = Path(config.report_dir or ".")
-    (root / "pareto.json").write_text(json.dumps({"points": rows}, indent=2), encoding="utf-8")
+    curve = {
+        "x_metric": "e2e_avg_interactivity" if agentic else "tps_per_user",
+        "points": rows,
+    }
+    (root / "pareto.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
     reports = write_reports(root)
-    print(_table(rows), end="", file=out)
+    print(_table(rows, agentic=agentic), end="", file=out)
+    if agentic and not interrupted and (verdict := _swe_bench_verdict(config, points)):
+        print(verdict, file=out)
     written = [str(p) for p in (reports.html, reports.png) if p is not None]
     print(f"curve: {root / 'pareto.json'}, {', '.join(written)}", file=out)
     for note in reports.notes:
