@@ -2,12 +2,25 @@
 HTTP/2 (h2c) against an aiohttp streaming client (what vLLM's and SGLang's
 benchmark scripts use), in one run.
 
-The simulated endpoint runs in its own process with no delays and streams
-1,000 one-character events per response; each benchmark round sends
-``REQUESTS`` requests at concurrency 64 and measures the client process's
-CPU time (``time.process_time``, all threads).  The per-request cost comes
-from a second run with one-token responses; the per-event cost is what the
-1,000-event responses add on top, divided by the events.
+Each benchmark round sends ``REQUESTS`` requests at concurrency 64 and
+measures the client process's CPU time (``time.process_time``, all
+threads) over them, after a first round of 64 has opened every connection:
+the steady state a point spends its time in, without the client's setup
+and teardown (64 connections dialled and closed, a thread pool, the
+receive thread), which a point pays once.  The per-request cost comes from
+a run with one-token responses; the per-event cost is what the 1,000-event
+responses add on top, divided by the events.  Two servers:
+
+* the simulated endpoint in its own process, with no delays, streaming
+  1,000 one-character events per response (``test_client_cpu``);
+* a static SSE server (nginx, ``static_sse.py``; skipped when it is not
+  installed), one pre-built response of one event and one of 1,000 events,
+  each sent in as few writes as the socket allows (``test_client_cpu_static``).
+  Beside the clients it measures two floors, what any client costs on this
+  machine: ``wrk`` (C, epoll, keep-alive, reads and discards; skipped when
+  not installed) and a do-nothing uvloop protocol (one write per request,
+  counts the response's bytes, writes the next).  ``test_static_ratios``
+  prints them side by side, as ratios.
 
     pytest bench/bench_engine.py -o python_files='bench_*.py' --benchmark-disable-gc -s
 """
@@ -15,14 +28,22 @@ from a second run with one-token responses; the per-event cost is what the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import shutil
+import socket
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mlpe_fast.runner import simulated_endpoint
+
+from .static_sse import nginx_endpoint, sse_body
 
 CONCURRENCY = 64
 REQUESTS = 640
@@ -46,70 +67,90 @@ def body(tokens: int) -> dict[str, Any]:
     }
 
 
-async def run_mlpe_fast(url: str, tokens: int, **options: Any) -> int:
+async def run_mlpe_fast(url: str, tokens: int, **options: Any) -> tuple[float, int]:
     from mlpe_fast.engine import Client
 
-    events = 0
     async with Client(url, **options) as client:
-        done = asyncio.Event()
-        issued = 0
-        completed = 0
         payload = json.dumps(body(tokens)).encode()
 
-        def on_done(record: Any) -> None:
-            nonlocal issued, completed, events
-            completed += 1
-            assert record.ok, record.error_message
-            events += record.response.content_events
-            if issued < REQUESTS:
+        async def batch(requests: int) -> int:
+            done = asyncio.Event()
+            issued = completed = events = 0
+
+            def on_done(record: Any) -> None:
+                nonlocal issued, completed, events
+                completed += 1
+                assert record.ok, record.error_message
+                events += record.response.content_events
+                if issued < requests:
+                    issued += 1
+                    client.issue(payload, on_done)
+                elif completed == requests:
+                    done.set()
+
+            for _ in range(min(CONCURRENCY, requests)):
                 issued += 1
                 client.issue(payload, on_done)
-            elif completed == REQUESTS:
-                done.set()
+            await done.wait()
+            return events
 
-        for _ in range(CONCURRENCY):
-            issued += 1
-            client.issue(payload, on_done)
-        await done.wait()
-    return events
+        return await measured(batch)
 
 
-async def run_aiohttp(url: str, tokens: int) -> int:
+async def measured(batch: Callable[[int], Awaitable[int]]) -> tuple[float, int]:
+    """CPU seconds (the process's, all threads) and events of ``REQUESTS``
+    requests, after a first round of ``CONCURRENCY`` has opened every
+    connection: the steady state a point spends its time in, without the
+    client's setup and teardown."""
+    await batch(CONCURRENCY)
+    start = time.process_time()
+    events = await batch(REQUESTS)
+    return time.process_time() - start, events
+
+
+async def run_aiohttp(url: str, tokens: int) -> tuple[float, int]:
     """A streaming client written the way benchmark_serving-style scripts
     are: aiohttp, iterate the body by lines, json-decode each event, stamp
     the first and every later token with perf_counter."""
     import aiohttp
 
-    events = 0
-    queue = iter(range(REQUESTS))
     payload = body(tokens)
 
-    async def worker(session: aiohttp.ClientSession) -> None:
-        nonlocal events
-        for _ in queue:
-            generated = ""
-            stamps: list[float] = []
-            async with session.post(f"{url}/v1/chat/completions", json=payload) as response:
-                async for raw in response.content:
-                    line = raw.strip()
-                    if not line:
-                        continue
-                    chunk = line.decode("utf-8").removeprefix("data: ")
-                    if chunk == "[DONE]":
-                        continue
-                    data = json.loads(chunk)
-                    if data["choices"] and (text := data["choices"][0]["delta"].get("content")):
-                        stamps.append(time.perf_counter())
-                        generated += text
-            events += len(stamps)
+    async def batch(requests: int) -> int:
+        events = 0
+        queue = iter(range(requests))
+
+        async def worker() -> None:
+            nonlocal events
+            for _ in queue:
+                generated = ""
+                stamps: list[float] = []
+                async with session.post(f"{url}/v1/chat/completions", json=payload) as response:
+                    async for raw in response.content:
+                        line = raw.strip()
+                        if not line:
+                            continue
+                        chunk = line.decode("utf-8").removeprefix("data: ")
+                        if chunk == "[DONE]":
+                            continue
+                        data = json.loads(chunk)
+                        if data["choices"] and (text := data["choices"][0]["delta"].get("content")):
+                            stamps.append(time.perf_counter())
+                            generated += text
+                events += len(stamps)
+
+        await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+        return events
 
     connector = aiohttp.TCPConnector(limit=CONCURRENCY)
     async with aiohttp.ClientSession(connector=connector) as session:
-        await asyncio.gather(*(worker(session) for _ in range(CONCURRENCY)))
-    return events
+        return await measured(batch)
 
 
-def cpu_of(run: Callable[[str, int], Awaitable[int]], url: str, tokens: int) -> tuple[float, int]:
+def cpu_of(
+    run: Callable[[str, int], Awaitable[tuple[float, int]]], url: str, tokens: int
+) -> tuple[float, int]:
+    """``run``'s measured CPU seconds and events, on a fresh uvloop loop."""
     loop_factory: Any = None
     try:
         import uvloop
@@ -119,23 +160,21 @@ def cpu_of(run: Callable[[str, int], Awaitable[int]], url: str, tokens: int) -> 
         loop_factory = asyncio.new_event_loop
     loop = loop_factory()
     try:
-        start = time.process_time()
-        events = loop.run_until_complete(run(url, tokens))
-        return time.process_time() - start, events
+        return loop.run_until_complete(run(url, tokens))
     finally:
         loop.close()
 
 
-async def run_mlpe_fast_h2c(url: str, tokens: int) -> int:
+async def run_mlpe_fast_h2c(url: str, tokens: int) -> tuple[float, int]:
     return await run_mlpe_fast(url, tokens, http2=True)
 
 
-async def run_mlpe_fast_loop_reads(url: str, tokens: int) -> int:
+async def run_mlpe_fast_loop_reads(url: str, tokens: int) -> tuple[float, int]:
     """Kernel stamps, read on the event loop (no receive thread)."""
     return await run_mlpe_fast(url, tokens, receive_thread=False)
 
 
-async def run_mlpe_fast_read_stamps(url: str, tokens: int) -> int:
+async def run_mlpe_fast_read_stamps(url: str, tokens: int) -> tuple[float, int]:
     """Read-time stamps through the loop's own transport."""
     return await run_mlpe_fast(url, tokens, kernel_stamps=False)
 
@@ -250,3 +289,210 @@ def test_engine_work_per_request_without_io(benchmark: Any) -> None:
     us = min(cpu) / requests * 1e6
     benchmark.extra_info["cpu_us_per_request"] = us
     print(f"\nmlpe-fast without I/O: {us:.1f} µs CPU per request")
+
+
+# -- against a static SSE server, beside the floors ------------------------------------
+
+#: Per client: (CPU µs per request, CPU µs per event) against the static server.
+_STATIC: dict[str, tuple[float, float]] = {}
+
+
+@pytest.fixture(scope="module")
+def static_endpoints(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, str]]:
+    """nginx serving a one-event and a 1,000-event response: events -> URL."""
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for events in (1, EVENTS):
+            root = tmp_path_factory.mktemp(f"nginx{events}")
+            url, _ = stack.enter_context(nginx_endpoint(root, sse_body(events, "mlpe-sim")))
+            urls[events] = url
+        yield urls
+
+
+_FLOOR_REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+)
+
+
+def _response_size(url: str) -> int:
+    """The bytes of the static server's whole response (head and body)."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(_FLOOR_REQUEST)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length:")
+        )
+        while len(body) < length:
+            body += sock.recv(65536)
+        return len(head) + 4 + length
+
+
+class _FloorProtocol(asyncio.BufferedProtocol):
+    """One write per request; counts the response's bytes, then writes the
+    next request.  Nothing is parsed or recorded: what the loop costs."""
+
+    def __init__(self, size: int, state: dict[str, Any]) -> None:
+        self._view = memoryview(bytearray(256 * 1024))
+        self._size = size
+        self._state = state
+        self._got = 0
+        self._transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+        transport.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def next(self) -> None:
+        state = self._state
+        if state["issued"] < state["requests"]:
+            state["issued"] += 1
+            self._got = 0
+            self._transport.write(_FLOOR_REQUEST)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._got += nbytes
+        if self._got >= self._size:
+            state = self._state
+            state["done"] += 1
+            if state["done"] == state["requests"]:
+                state["finished"].set_result(None)
+            else:
+                self.next()
+
+
+async def run_uvloop_floor(url: str, tokens: int) -> tuple[float, int]:
+    """The do-nothing uvloop client (module docstring); ``url`` serves
+    responses of ``tokens`` events."""
+    loop = asyncio.get_running_loop()
+    size = await loop.run_in_executor(None, _response_size, url)
+    host, port = url.removeprefix("http://").split(":")
+    state: dict[str, Any] = {}
+    protocols = [
+        (await loop.create_connection(lambda: _FloorProtocol(size, state), host, int(port)))[1]
+        for _ in range(CONCURRENCY)
+    ]
+
+    async def batch(requests: int) -> int:
+        state.update(requests=requests, issued=0, done=0, finished=loop.create_future())
+        for protocol in protocols:
+            protocol.next()
+        await state["finished"]
+        return requests * tokens
+
+    try:
+        return await measured(batch)
+    finally:
+        for protocol in protocols:
+            protocol._transport.close()
+
+
+STATIC_CLIENTS = {
+    "mlpe-fast": run_mlpe_fast,
+    "mlpe-fast, kernel stamps read on the loop": run_mlpe_fast_loop_reads,
+    "mlpe-fast, read-time stamps": run_mlpe_fast_read_stamps,
+    "aiohttp": run_aiohttp,
+    "floor: do-nothing uvloop protocol": run_uvloop_floor,
+}
+
+
+@pytest.mark.parametrize("client", list(STATIC_CLIENTS))
+def test_client_cpu_static(benchmark: Any, static_endpoints: dict[int, str], client: str) -> None:
+    run = STATIC_CLIENTS[client]
+    # The URL says how many events a response has; the token count is ignored.
+    cpu_of(run, static_endpoints[1], 1)  # warm connections, imports and caches
+    samples: list[tuple[float, float]] = []
+
+    def measure() -> None:
+        per_request_cpu, _ = cpu_of(run, static_endpoints[1], 1)
+        streaming_cpu, events = cpu_of(run, static_endpoints[EVENTS], EVENTS)
+        assert events == REQUESTS * EVENTS
+        samples.append((per_request_cpu, streaming_cpu))
+
+    benchmark.pedantic(measure, rounds=3, iterations=1)
+    per_request_cpu = min(s[0] for s in samples)
+    streaming_cpu = min(s[1] for s in samples)
+    us_per_request = per_request_cpu / REQUESTS * 1e6
+    us_per_event = (streaming_cpu - per_request_cpu) / (REQUESTS * (EVENTS - 1)) * 1e6
+    benchmark.extra_info["cpu_us_per_request"] = us_per_request
+    benchmark.extra_info["cpu_us_per_event"] = us_per_event
+    _STATIC[client] = (us_per_request, us_per_event)
+    print(
+        f"\nstatic, {client}: {us_per_request:.1f} µs per request, {us_per_event:.3f} µs per event"
+    )
+
+
+def _wrk_cpu_per_request(url: str, lua: Path) -> float:
+    """wrk's own CPU (user + system, from its rusage) per request it made."""
+    argv = ["wrk", "-t1", f"-c{CONCURRENCY}", "-d5s", "-s", str(lua), f"{url}/v1/chat/completions"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    out = proc.stdout.read() if proc.stdout is not None else ""
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, out
+    requests = int(out.split(" requests in")[0].split()[-1])
+    return (usage.ru_utime + usage.ru_stime) / requests * 1e6
+
+
+def _wrk_script(path: Path, tokens: int) -> Path:
+    """A wrk script that POSTs :func:`body` (``tokens`` output tokens)."""
+    payload = json.dumps(json.dumps(body(tokens)))  # a Lua string literal
+    path.write_text(
+        f'wrk.method = "POST"\nwrk.body = {payload}\n'
+        'wrk.headers["Content-Type"] = "application/json"\n',
+        encoding="utf-8",
+    )
+    return path
+
+
+def _wrk_floor(short: tuple[str, Path], long: tuple[str, Path]) -> tuple[float, float]:
+    """wrk's CPU per request (one-token responses) and per event (what the
+    1,000-event responses add), best of three each."""
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed (apt-get install wrk)")
+    per_request = min(_wrk_cpu_per_request(*short) for _ in range(3))
+    streaming = min(_wrk_cpu_per_request(*long) for _ in range(3))
+    return per_request, (streaming - per_request) / (EVENTS - 1)
+
+
+def test_wrk_floor(tmp_path: Path, endpoint: str) -> None:
+    """wrk (C) on the simulated endpoint: what its writes cost any client."""
+    request, event = _wrk_floor(
+        (endpoint, _wrk_script(tmp_path / "one.lua", 1)),
+        (endpoint, _wrk_script(tmp_path / "many.lua", EVENTS)),
+    )
+    print(f"\nwrk: {request:.1f} µs CPU per request, {event:.3f} µs per event")
+
+
+def test_wrk_floor_static(tmp_path: Path, static_endpoints: dict[int, str]) -> None:
+    """wrk (C) on the same static server: the floor of this machine's loopback."""
+    lua = _wrk_script(tmp_path / "post.lua", 1)  # the static server ignores the body
+    request, event = _wrk_floor((static_endpoints[1], lua), (static_endpoints[EVENTS], lua))
+    _STATIC["floor: wrk"] = (request, event)
+    print(f"\nstatic, wrk: {request:.1f} µs per request, {event:.3f} µs per event")
+
+
+def test_static_ratios() -> None:
+    """The static-server figures side by side: each client's CPU, and the
+    aiohttp client's over it (the issue's "10x less"), and it over wrk's."""
+    if not _STATIC:
+        pytest.skip("no static-server figures in this run")
+    aiohttp = _STATIC.get("aiohttp")
+    wrk = _STATIC.get("floor: wrk")
+    print(f"\n{'client':<44} {'µs/request':>10} {'µs/event':>9} {'aiohttp/x':>17} {'x/wrk':>17}")
+    for name, (request, event) in _STATIC.items():
+        vs_aiohttp = f"{aiohttp[0] / request:5.1f}x {aiohttp[1] / event:6.1f}x" if aiohttp else ""
+        vs_wrk = f"{request / wrk[0]:5.2f}x {event / wrk[1]:6.2f}x" if wrk else ""
+        print(f"{name:<44} {request:>10.1f} {event:>9.3f} {vs_aiohttp:>17} {vs_wrk:>17}")

@@ -10,15 +10,10 @@ To find the client's ceiling rather than the server's, the server costs as
 little CPU as it can and adds no delay, and each response carries many
 small events.  Two servers, in this order:
 
-* nginx, when installed (``apt-get install nginx-light``; skipped with the
-  reason when it is not): one worker process, started from here with its
-  own configuration, pid and logs in a temporary directory, on a free
-  loopback port.  It answers ``POST /v1/chat/completions`` with a
-  pre-built static file (``error_page 405 =200 $uri``: the static module
-  refuses POST, the error page serves the file), ``Content-Type:
-  text/event-stream`` with a Content-Length: an OpenAI chat-completion
-  stream of ``EVENTS`` one-character content chunks between a role chunk
-  and a ``finish_reason`` chunk, ending with ``data: [DONE]``.
+* nginx (``static_sse.py``; skipped with the reason when it is not
+  installed) serving a pre-built OpenAI chat-completion stream of
+  ``EVENTS`` one-character content chunks between a role chunk and a
+  ``finish_reason`` chunk, ending with ``data: [DONE]``.
 * the simulated endpoint, with no TTFT, no inter-token delay and
   ``--framing length`` (the whole stream in one write), which always runs.
   It is a Python process, so on two cores it competes with the client for
@@ -56,9 +51,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -69,7 +61,9 @@ from typing import Any
 import pytest
 
 from mlpe_fast.config import RunConfig, add_run_arguments, resolve
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint, stop_process
+from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+
+from .static_sse import nginx_endpoint, sse_body
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
@@ -93,114 +87,11 @@ pytestmark = pytest.mark.skipif(
 # -- the servers --------------------------------------------------------------
 
 
-def sse_body(events: int, model: str = MODEL) -> bytes:
-    """An OpenAI chat-completion stream: a role chunk, ``events`` one-
-    character content chunks, a ``finish_reason`` chunk, ``[DONE]``."""
-
-    def chunk(delta: dict[str, str], finish: str | None = None) -> bytes:
-        data = {
-            "id": "chatcmpl-bench",
-            "object": "chat.completion.chunk",
-            "created": 1700000000,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        }
-        return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
-
-    pieces = [chunk({"role": "assistant", "content": ""})]
-    pieces += [chunk({"content": "abcdefghijklmnopqrstuvwxyz"[i % 26]}) for i in range(events)]
-    pieces.append(chunk({}, "stop"))
-    pieces.append(b"data: [DONE]\n\n")
-    return b"".join(pieces)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _nginx_binary() -> str | None:
-    return shutil.which("nginx") or next(
-        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
-    )
-
-
-NGINX_CONF = """\
-worker_processes 1;
-daemon off;
-{user}pid {root}/nginx.pid;
-error_log {root}/error.log warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-    client_body_temp_path {root}/client_body;
-    proxy_temp_path {root}/proxy;
-    fastcgi_temp_path {root}/fastcgi;
-    uwsgi_temp_path {root}/uwsgi;
-    scgi_temp_path {root}/scgi;
-    sendfile on;
-    tcp_nodelay on;
-    keepalive_requests 100000000;
-    keepalive_timeout 300s;
-    server {{
-        listen 127.0.0.1:{port} backlog=4096;
-        location = /v1/chat/completions {{
-            types {{ }}
-            default_type text/event-stream;
-            root {root}/www;
-            # The static module answers POST with 405; its error page is
-            # the file itself, served with status 200.
-            error_page 405 =200 $uri;
-        }}
-    }}
-}}
-"""
-
-
-@contextlib.contextmanager
-def nginx_endpoint(root: Path) -> Iterator[tuple[str, int]]:
-    """nginx serving :func:`sse_body` from ``root`` (module doc); skips the
-    test when nginx is not installed or does not start."""
-    binary = _nginx_binary()
-    if binary is None:
-        pytest.skip("nginx is not installed (apt-get install nginx-light)")
-    www = root / "www" / "v1" / "chat"
-    www.mkdir(parents=True)
-    (www / "completions").write_bytes(sse_body(EVENTS))
-    port = _free_port()
-    # As root the master hands the connections to workers of the "user"
-    # directive's account: keep them root, so that they can read the file.
-    user = "user root;\n" if hasattr(os, "geteuid") and os.geteuid() == 0 else ""
-    conf = root / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(root=root, port=port, user=user), encoding="utf-8")
-    # -e: the error log before the configuration is read (not /var/log).
-    argv = [binary, "-p", str(root), "-c", str(conf), "-e", str(root / "error.log")]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            if proc.poll() is not None:
-                error = proc.stderr.read() if proc.stderr is not None else ""
-                pytest.skip(f"nginx did not start: {error.strip() or proc.returncode}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.skip(f"nginx did not listen on 127.0.0.1:{port} within 10 s")
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", proc.pid
-    finally:
-        stop_process(proc)
-
-
 @contextlib.contextmanager
 def server(name: str, root: Path) -> Iterator[tuple[str, int]]:
     """The server's URL and the pid of its (master) process."""
     if name == "nginx":
-        with nginx_endpoint(root) as running:
+        with nginx_endpoint(root, sse_body(EVENTS, MODEL)) as running:
             yield running
     else:
         flags = ("--framing", "length", "--model", MODEL, "--max-output-tokens", str(EVENTS))

@@ -154,3 +154,26 @@ def test_holds_accuracy_run_reads_both_layouts(tmp_path: Path) -> None:
     path.write_text(json.dumps({"scores": []}))
     with pytest.raises(UsageError, match="expected an accuracy_scores list"):
         holds_accuracy_run(path)
+
+
+def test_a_swe_bench_dataset_under_another_name_is_questioned() -> None:
+    swe = (
+        "acc:ids.jsonl,name=swebench_verified,parser.prompt=problem_statement,"
+        "accuracy_config.eval_method=swe_bench_scorer,accuracy_config.ground_truth=instance_id"
+    )
+    config = run(*AGENTIC, "--dataset", swe, "--concurrency", "4,6", "--mode", "both")
+    points = [SweepPoint(n, "low_latency", "none", True, f"r{n}") for n in (4, 6)]
+    assert plan_problems(config, points, trajectories=20) == [
+        "dataset swebench_verified: the checker reads SWE-bench results under the name "
+        "swe_bench (spec §2.6); name it so"
+    ]
+    named = run(
+        *AGENTIC,
+        "--dataset",
+        swe.replace("swebench_verified", "swe_bench"),
+        "--concurrency",
+        "4,6",
+        "--mode",
+        "both",
+    )
+    assert plan_problems(named, points, trajectories=20) == []

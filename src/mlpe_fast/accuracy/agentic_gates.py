@@ -29,6 +29,7 @@ import msgspec
 __all__ = (
     "AGENTIC_THRESHOLDS",
     "SWE_BENCH_BANDS",
+    "SWE_BENCH_DATASET",
     "AgenticTarget",
     "check_agentic_point",
     "check_swe_bench_mean",
@@ -36,6 +37,9 @@ __all__ = (
 
 #: §4.3: SWE-bench is gated on the mean over the four mandatory bands.
 SWE_BENCH_BANDS = 4
+
+#: The accuracy dataset name the checker reads SWE-bench results under.
+SWE_BENCH_DATASET = "swe_bench"
 
 
 class AgenticTarget(msgspec.Struct, frozen=True, gc=False):

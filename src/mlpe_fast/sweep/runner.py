@@ -52,7 +52,11 @@ from typing import Any, TextIO
 
 import msgspec
 
-from ..accuracy.agentic_gates import AGENTIC_THRESHOLDS, check_swe_bench_mean
+from ..accuracy.agentic_gates import (
+    AGENTIC_THRESHOLDS,
+    SWE_BENCH_DATASET,
+    check_swe_bench_mean,
+)
 from ..accuracy.results import holds_accuracy_run
 from ..config import RunConfig
 from ..errors import UsageError
@@ -63,9 +67,6 @@ from .plan import check_plan, plan_points, point_duration_s
 from .regions import region_of, regions
 
 __all__ = ("SweepPoint", "accuracy_points", "plan_problems", "plan_sweep", "run_sweep")
-
-#: The accuracy dataset the checker reads SWE-bench results under (spec §2.6).
-SWE_BENCH_DATASET = "swe_bench"
 
 #: Mandatory accuracy bands (spec §2.6): the region names of the checker.
 _BANDS = ("low_latency", "low_concurrency", "med_concurrency", "high_concurrency")
@@ -307,11 +308,11 @@ def plan_problems(
         fixed = [p.concurrency for p in points if p.offline != "dedicated"]
         problems += check_plan(fixed, config.max_concurrency, config.offline)
     if trajectories is not None:
-        problems += _budget_problems(config, points, trajectories)
+        problems += _agentic_problems(config, points, trajectories)
     return problems
 
 
-def _budget_problems(
+def _agentic_problems(
     config: RunConfig, points: Sequence[SweepPoint], trajectories: int
 ) -> list[str]:
     settings = config.performance_datasets[0].agentic
@@ -334,6 +335,14 @@ def _budget_problems(
             f"budget {budget}, so the window closes when the first trajectory ends; raise "
             "--num-trajectories well above the highest concurrency"
         )
+    if config.mode != "perf":
+        for spec in config.accuracy_datasets:
+            method = spec.accuracy.eval_method if spec.accuracy is not None else None
+            if method == "swe_bench_scorer" and spec.display_name != SWE_BENCH_DATASET:
+                problems.append(
+                    f"dataset {spec.display_name}: the checker reads SWE-bench results under "
+                    f"the name {SWE_BENCH_DATASET} (spec §2.6); name it so"
+                )
     return problems
 
 
