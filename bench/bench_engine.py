@@ -188,16 +188,21 @@ CLIENTS = {
 }
 
 
-@pytest.mark.parametrize("client", list(CLIENTS))
-def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
-    run = CLIENTS[client]
-    cpu_of(run, endpoint, 1)  # warm connections, imports and caches
-
+def per_request_and_event(
+    benchmark: Any,
+    run: Callable[[str, int], Awaitable[tuple[float, int]]],
+    short: str,
+    long: str,
+) -> tuple[float, float]:
+    """CPU µs per request (one-token responses from ``short``) and per event
+    (what the ``EVENTS``-event responses from ``long`` add), best of three
+    rounds each."""
+    cpu_of(run, short, 1)  # warm connections, imports and caches
     samples: list[tuple[float, float]] = []
 
     def measure() -> None:
-        per_request_cpu, _ = cpu_of(run, endpoint, 1)
-        streaming_cpu, events = cpu_of(run, endpoint, EVENTS)
+        per_request_cpu, _ = cpu_of(run, short, 1)
+        streaming_cpu, events = cpu_of(run, long, EVENTS)
         assert events == REQUESTS * EVENTS
         samples.append((per_request_cpu, streaming_cpu))
 
@@ -208,7 +213,13 @@ def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
     us_per_event = (streaming_cpu - per_request_cpu) / (REQUESTS * (EVENTS - 1)) * 1e6
     benchmark.extra_info["cpu_us_per_request"] = us_per_request
     benchmark.extra_info["cpu_us_per_event"] = us_per_event
-    print(f"\n{client}: {us_per_request:.1f} µs CPU per request, {us_per_event:.3f} µs per event")
+    return us_per_request, us_per_event
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_client_cpu(benchmark: Any, endpoint: str, client: str) -> None:
+    request, event = per_request_and_event(benchmark, CLIENTS[client], endpoint, endpoint)
+    print(f"\n{client}: {request:.1f} µs CPU per request, {event:.3f} µs per event")
 
 
 class _AnsweringTransport:
@@ -407,28 +418,12 @@ STATIC_CLIENTS = {
 
 @pytest.mark.parametrize("client", list(STATIC_CLIENTS))
 def test_client_cpu_static(benchmark: Any, static_endpoints: dict[int, str], client: str) -> None:
-    run = STATIC_CLIENTS[client]
     # The URL says how many events a response has; the token count is ignored.
-    cpu_of(run, static_endpoints[1], 1)  # warm connections, imports and caches
-    samples: list[tuple[float, float]] = []
-
-    def measure() -> None:
-        per_request_cpu, _ = cpu_of(run, static_endpoints[1], 1)
-        streaming_cpu, events = cpu_of(run, static_endpoints[EVENTS], EVENTS)
-        assert events == REQUESTS * EVENTS
-        samples.append((per_request_cpu, streaming_cpu))
-
-    benchmark.pedantic(measure, rounds=3, iterations=1)
-    per_request_cpu = min(s[0] for s in samples)
-    streaming_cpu = min(s[1] for s in samples)
-    us_per_request = per_request_cpu / REQUESTS * 1e6
-    us_per_event = (streaming_cpu - per_request_cpu) / (REQUESTS * (EVENTS - 1)) * 1e6
-    benchmark.extra_info["cpu_us_per_request"] = us_per_request
-    benchmark.extra_info["cpu_us_per_event"] = us_per_event
-    _STATIC[client] = (us_per_request, us_per_event)
-    print(
-        f"\nstatic, {client}: {us_per_request:.1f} µs per request, {us_per_event:.3f} µs per event"
+    request, event = per_request_and_event(
+        benchmark, STATIC_CLIENTS[client], static_endpoints[1], static_endpoints[EVENTS]
     )
+    _STATIC[client] = (request, event)
+    print(f"\nstatic, {client}: {request:.1f} µs per request, {event:.3f} µs per event")
 
 
 def _wrk_cpu_per_request(url: str, lua: Path) -> float:
