@@ -27,7 +27,7 @@ import numpy as np
 
 from . import sim
 from ._version import __version__
-from .accuracy.agentic_gates import AGENTIC_THRESHOLDS, check_agentic_point
+from .accuracy.agentic_gates import AGENTIC_THRESHOLDS, SWE_BENCH_DATASET, check_agentic_point
 from .accuracy.agentic_inline import InlineTurn, inline_entry, score_inline
 from .accuracy.results import (
     accuracy_entry,
@@ -578,7 +578,7 @@ def _agentic_gate_lines(
         failures = check_agentic_point(model, inline_score=inline.get("score"), osl_per_turn=osl)
         verdict = f"FAIL: {'; '.join(failures)}" if failures else "pass"
         lines.append(f"  gate ({model}, inline accuracy and OSL per turn): {verdict}")
-    if any(e.get("dataset_name") == "swe_bench" for e in entries):
+    if any(e.get("dataset_name") == SWE_BENCH_DATASET for e in entries):
         target = AGENTIC_THRESHOLDS[model].swe_bench_min
         lines.append(f"  swe_bench: gated on the mean of the curve's four bands (>= {target:g})")
     return lines

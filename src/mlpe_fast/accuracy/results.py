@@ -44,6 +44,7 @@ __all__ = (
     "gate_failures",
     "holds_accuracy_run",
     "output_text",
+    "read_accuracy_entries",
     "write_accuracy_results",
 )
 
@@ -178,18 +179,16 @@ def write_accuracy_results(
     out.write_bytes(msgspec.json.format(msgspec.json.encode(payload), indent=2))
 
 
-def holds_accuracy_run(path: str | os.PathLike[str]) -> bool:
-    """Whether an ``accuracy_results.json`` scores an accuracy run: an entry
-    other than the performance run's inline score (``dataset_type:
-    performance``, which every agentic point carries and which never counts
-    as an accuracy run; spec §2.6, §3.4).  False when there is no file.
+def read_accuracy_entries(path: str | os.PathLike[str]) -> list[Mapping[str, Any]]:
+    """The entries of an ``accuracy_results.json`` (the list form, or the
+    legacy form keyed by dataset); none when there is no file.
 
     Raises:
         UsageError: the file cannot be read or holds no ``accuracy_scores``.
     """
     source = Path(path)
     if not source.is_file():
-        return False
+        return []
     try:
         data = msgspec.json.decode(source.read_bytes())
     except (OSError, msgspec.DecodeError) as error:
@@ -199,6 +198,16 @@ def holds_accuracy_run(path: str | os.PathLike[str]) -> bool:
         entries = list(entries.values())
     if not isinstance(entries, list):
         raise UsageError(f"{source}: expected an accuracy_scores list")
-    return any(
-        isinstance(entry, dict) and entry.get("dataset_type") != "performance" for entry in entries
-    )
+    return [entry for entry in entries if isinstance(entry, dict)]
+
+
+def holds_accuracy_run(path: str | os.PathLike[str]) -> bool:
+    """Whether an ``accuracy_results.json`` scores an accuracy run: an entry
+    other than the performance run's inline score (``dataset_type:
+    performance``, which every agentic point carries and which never counts
+    as an accuracy run; spec §2.6, §3.4).  False when there is no file.
+
+    Raises:
+        UsageError: as :func:`read_accuracy_entries`.
+    """
+    return any(entry.get("dataset_type") != "performance" for entry in read_accuracy_entries(path))

@@ -57,7 +57,7 @@ from ..accuracy.agentic_gates import (
     SWE_BENCH_DATASET,
     check_swe_bench_mean,
 )
-from ..accuracy.results import holds_accuracy_run
+from ..accuracy.results import holds_accuracy_run, read_accuracy_entries
 from ..config import RunConfig
 from ..errors import UsageError
 from ..load.agentic import load_agentic
@@ -269,11 +269,11 @@ def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
 def _swe_bench_score(point: SweepPoint) -> float | None:
     path = Path(point.folder) / "accuracy" / "accuracy_results.json"
     try:
-        entries = json.loads(path.read_bytes()).get("accuracy_scores", [])
-    except (OSError, ValueError, AttributeError):
+        entries = read_accuracy_entries(path)
+    except UsageError:
         return None
-    for entry in entries if isinstance(entries, list) else ():
-        if isinstance(entry, dict) and entry.get("dataset_name") == SWE_BENCH_DATASET:
+    for entry in entries:
+        if entry.get("dataset_name") == SWE_BENCH_DATASET:
             score = entry.get("score")
             return float(score) if isinstance(score, (int, float)) else None
     return None
