@@ -16,9 +16,9 @@ import yaml
 
 from mlpe_fast.cli import main
 from mlpe_fast.runner import simulated_endpoint
-from mlpe_fast.submission.system import init_template
 from tests.bpe_tokenizer import agentic_answer_texts, train_bpe
 
+from .curve_bundles import bundle_and_check, system_file
 from .swe_bench_fake import FakeService, serve_fake
 
 pytest.importorskip("submission_checker", reason="the official checker is not installed")
@@ -93,20 +93,6 @@ def _swe_ids(path: Path) -> Path:
     return path
 
 
-def _system(path: Path) -> Path:
-    init_template(path)
-    system = yaml.safe_load(path.read_text(encoding="utf-8"))
-    system["max_supported_concurrency"] = C_MAX
-    system["model"].update(
-        model_name="kimi-k3",
-        link_to_model="https://huggingface.co/moonshotai/Kimi-K3",
-        dataset="agentic_coding_2.5h",
-        dataset_name="20 recorded coding trajectories",
-    )
-    path.write_text(yaml.safe_dump(system, sort_keys=False), encoding="utf-8")
-    return path
-
-
 @pytest.mark.slow
 def test_an_agentic_curve_bundles_and_passes_the_checker(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -175,15 +161,16 @@ def test_an_agentic_curve_bundles_and_passes_the_checker(
         full_run = summary["output_sequence_lengths_full_run"]["output_sequence_lengths"]
         assert 425 <= full_run["avg"] <= 520
 
-    system = _system(tmp_path / "system.yaml")
+    system = system_file(
+        tmp_path / "system.yaml",
+        C_MAX,
+        model_name="kimi-k3",
+        link_to_model="https://huggingface.co/moonshotai/Kimi-K3",
+        dataset="agentic_coding_2.5h",
+        dataset_name="20 recorded coding trajectories",
+    )
     bundle = tmp_path / "bundle"
-    code = main(["bundle", str(report), "--system", str(system), "--out", str(bundle)])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "0 errors" in out, out
-    warnings = {
-        line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("warning")
-    }
+    out, warnings = bundle_and_check(report, system, bundle, capsys)
     # Development sizes draw point-duration (windows of well under a second) and
     # steady-state-basis: an agentic point reports whole-run numbers, as the
     # reference does (no steady-state window for agentic; spec §1.4).

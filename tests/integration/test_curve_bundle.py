@@ -15,7 +15,8 @@ import yaml
 from mlpe_fast.cli import main
 from mlpe_fast.runner import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
-from mlpe_fast.submission.system import init_template
+
+from .curve_bundles import bundle_and_check, system_file
 
 pytest.importorskip("submission_checker", reason="the official checker is not installed")
 
@@ -38,20 +39,6 @@ def _dataset(path: Path) -> Path:
                 "dataset": "gpqa",
             }
             f.write(json.dumps(row) + "\n")
-    return path
-
-
-def _system(path: Path) -> Path:
-    init_template(path)
-    system = yaml.safe_load(path.read_text())
-    system["max_supported_concurrency"] = C_MAX
-    system["model"].update(
-        model_name="deepseek-r1",
-        link_to_model="https://huggingface.co/deepseek-ai/DeepSeek-R1",
-        dataset="synthetic_gpqa",
-        dataset_name="synthetic multiple choice",
-    )
-    path.write_text(yaml.safe_dump(system, sort_keys=False))
     return path
 
 
@@ -117,14 +104,15 @@ def test_a_short_curve_bundles_and_passes_the_checker(
     assert out.count("development duration") == len(curve) - 1
     assert "gate (deepseek-r1): pass" in out
 
-    system = _system(tmp_path / "system.yaml")
-    code = main(["bundle", str(report), "--system", str(system), "--out", str(tmp_path / "bundle")])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    assert "0 errors" in out
-    warnings = {
-        line.split()[1].rstrip(":") for line in out.splitlines() if line.startswith("warning")
-    }
+    system = system_file(
+        tmp_path / "system.yaml",
+        C_MAX,
+        model_name="deepseek-r1",
+        link_to_model="https://huggingface.co/deepseek-ai/DeepSeek-R1",
+        dataset="synthetic_gpqa",
+        dataset_name="synthetic multiple choice",
+    )
+    out, warnings = bundle_and_check(report, system, tmp_path / "bundle", capsys)
     # A development run is too short for its duration and for a steady-state
     # window: those two warnings.  The Offline burst and the C_max point share
     # two cores with the simulated endpoint, so on a busy machine Offline can
