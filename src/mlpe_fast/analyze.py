@@ -12,11 +12,24 @@ objects it writes into the log.
 
 Read from the folder: ``events.jsonl`` (required), ``config.yaml``
 (streaming, load pattern, seeds, model and tokenizer names) and
-``sample_idx_map.json`` (dataset indices), both optional.  Counting rules
+``sample_idx_map.json`` (dataset indices), both optional; without a
+``streaming`` setting (or with ``auto``) the log's RECV_FIRST lines say
+whether the run streamed.  Counting rules
 differ from the reference in one place, on purpose: a query whose log has
 an error line is *failed*, not completed (the reference also counts its
 COMPLETE line as completed, so its completed + failed exceeds issued as
 soon as a query fails, which the checker's accounting rule rejects).
+
+State: ``complete`` only when the log ends the session (``session.ended``)
+and every measured query has its end (COMPLETE or an error line), none of
+them ``Cancelled``; otherwise ``interrupted``, and :attr:`Analysis.interrupted`
+says why in one line.  That follows what the runs write: a run killed
+(SIGKILL, a crash) leaves the lines flushed so far and no ``session.ended``,
+perhaps with its last line cut (left out); mlpe-fast on Ctrl-C ends the
+queries in flight as ``Cancelled`` records and then the session; the
+reference client on Ctrl-C ends the session with the queries in flight
+left without an end.  A log with a session but no performance window
+measured nothing: ``interrupted`` too.
 
 Written to ``RUN_FOLDER/analysis/`` (or ``--output``): never over the run's
 own files.
@@ -26,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,6 +56,7 @@ from .artifacts.events import (
     SAMPLE_COMPLETE,
     SAMPLE_ISSUED,
     SAMPLE_RECV_FIRST,
+    SESSION_ENDED,
     SESSION_START_PERFORMANCE_TRACKING,
     SESSION_STOP_PERFORMANCE_TRACKING,
     ErrorData,
@@ -65,12 +80,17 @@ __all__ = ("Analysis", "add_arguments", "analyze", "main")
 _ERRORS = frozenset({ERROR_GENERIC, ERROR_LOADGEN, ERROR_SESSION, ERROR_CLIENT})
 
 
+_CANCELLED = "Cancelled"  # the error class of a query an interrupted run ended
+
+
 class Analysis(msgspec.Struct, frozen=True):
-    """What :func:`analyze` computed."""
+    """What :func:`analyze` computed; ``interrupted`` says in one line why
+    the run is not complete (None when it is)."""
 
     summary: dict[str, Any]
     snapshot: dict[str, Any]
     report: str
+    interrupted: str | None = None
 
 
 class _Query:
@@ -87,14 +107,34 @@ class _Query:
         self.error: ErrorData | None = None
 
 
-def _read_events(path: Path) -> tuple[dict[str, _Query], int]:
-    """Queries by uuid, and the start of performance tracking (0 if none)."""
-    queries: dict[str, _Query] = {}
+class _Log:
+    """What :func:`_read_events` found."""
+
+    __slots__ = ("cut_tail", "ended", "lines", "queries", "streamed", "tracking_start", "window")
+
+    def __init__(self) -> None:
+        self.queries: dict[str, _Query] = {}  # by uuid
+        self.tracking_start = 0
+        self.window = False  # a session.start_performance_tracking line
+        self.ended = False  # a session.ended line
+        self.streamed = False  # a RECV_FIRST line
+        self.lines = 0
+        self.cut_tail: list[int] = []  # the number of a last line cut short
+
+
+def _read_events(path: Path) -> _Log:
+    """The log's queries, the start of performance tracking and how it ended."""
+    log = _Log()
+    queries = log.queries
     tracking = False
     tracking_start = 0
-    for event in iter_events(path):
+    for event in iter_events(path, cut_tail=log.cut_tail):
+        log.lines += 1
         kind = event.event_type
-        if kind == SESSION_START_PERFORMANCE_TRACKING:
+        if kind == SESSION_ENDED:
+            log.ended = True
+        elif kind == SESSION_START_PERFORMANCE_TRACKING:
+            log.window = True
             if not tracking_start:
                 tracking_start = event.timestamp_ns
             tracking = True
@@ -109,6 +149,7 @@ def _read_events(path: Path) -> tuple[dict[str, _Query], int]:
                 continue  # a line of a query issued before the log began
             if kind == SAMPLE_RECV_FIRST:
                 query.first = event.timestamp_ns
+                log.streamed = True
             elif kind == SAMPLE_COMPLETE:
                 query.complete = event.timestamp_ns
                 if isinstance(event.data, TextModelOutput):
@@ -121,7 +162,37 @@ def _read_events(path: Path) -> tuple[dict[str, _Query], int]:
                     if isinstance(event.data, ErrorData)
                     else ErrorData(error_type="Error", error_message="")
                 )
-    return queries, tracking_start
+    log.tracking_start = tracking_start
+    return log
+
+
+def _interruption(log: _Log, measured: list[_Query], events: Path) -> str | None:
+    """Why the log shows no finished run, in one line (None: it does)."""
+    n = len(measured)
+    queries = f"the {n} {'query' if n == 1 else 'queries'} that were logged"
+    cut = f"; its last line ({log.cut_tail[0]}) is cut short and left out" if log.cut_tail else ""
+    if not log.ended:
+        return (
+            "the log has no session.ended line: the run did not end (killed?); "
+            f"the figures cover {queries}{cut}"
+        )
+    if cut:
+        return f"{events.name}: the last line ({log.cut_tail[0]}) is cut short and left out"
+    open_ = sum(q.complete is None and q.error is None for q in measured)
+    if open_:
+        return (
+            f"{open_} of the {n} measured queries have no COMPLETE or error line: the session "
+            "ended before they did (interrupted?); they are counted as failed (Incomplete)"
+        )
+    cancelled = sum(q.error is not None and q.error.error_type == _CANCELLED for q in measured)
+    if cancelled:
+        return (
+            f"{cancelled} of the {n} measured queries were cancelled: the run was "
+            "interrupted (Ctrl-C?) before they ended"
+        )
+    if not log.window:
+        return "the log has no session.start_performance_tracking line: nothing was measured"
+    return None
 
 
 def _record(uuid: str, index: int, query: _Query) -> RequestRecord:
@@ -164,7 +235,9 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
     """Computes a run folder's summary from its ``events.jsonl``.
 
     Raises:
-        UsageError: no event log, a malformed line, or no tokenizer.
+        UsageError: no event log, an empty one, a malformed line (but a cut
+            last line: module doc), a malformed ``config.yaml`` or
+            ``sample_idx_map.json``, or no tokenizer.
     """
     root = Path(folder)
     events = root / "events.jsonl"
@@ -174,24 +247,26 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
     model_params = _section(config, "model_params")
     settings = _section(config, "settings")
     load_pattern = _section(settings, "load_pattern")
-    streaming = str(model_params.get("streaming", "on")).lower() not in ("off", "false")
     name = tokenizer or model_params.get("tokenizer_name") or model_params.get("name")
-    if not name:
+    if not name or not isinstance(name, str):
         raise UsageError(f"{root}: config.yaml names no tokenizer: pass --tokenizer DIR")
-    tok = load_tokenizer(str(name))
-    directory = tokenizer_dir(str(name))
+    indices = _sample_indices(root / "sample_idx_map.json")
+    log = _read_events(events)
+    if not log.lines:
+        raise UsageError(
+            f"{events}: no event in it: the run logged nothing (stopped or killed within "
+            "its first second?)"
+        )
+    queries, tracking_start = log.queries, log.tracking_start
+    streaming = _streaming(model_params.get("streaming"), log)
+    try:
+        tok = load_tokenizer(name)
+    except UsageError as error:
+        if tokenizer:
+            raise
+        raise UsageError(f"config.yaml's tokenizer: {error}; pass --tokenizer DIR") from None
+    directory = tokenizer_dir(name)
     template = None if directory is None else ChatTemplate.from_tokenizer_dir(directory)
-
-    indices: dict[str, int] = {}
-    index_path = root / "sample_idx_map.json"
-    if index_path.is_file():
-        try:
-            for mapping in msgspec.json.decode(index_path.read_bytes()).values():
-                indices.update(mapping)
-        except (msgspec.DecodeError, AttributeError, TypeError, ValueError):
-            raise UsageError(f"{index_path}: not a {{phase: {{uuid: index}}}} map") from None
-
-    queries, tracking_start = _read_events(events)
     # An agentic run's summary also reads the turns after its window
     # (metrics/agentic.py); any other run's, only the window's queries.
     agentic = load_pattern.get("type") == "agentic_inference"
@@ -222,11 +297,14 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
         extra = agentic_summary_fields(records, all_counts, tracked)
         counts = all_counts.subset(np.asarray(tracked, dtype=np.bool_))
         records = [r for r, t in zip(records, tracked, strict=True) if t]
-    stats = point_stats(records, counts, tracking_start_ns=tracking_start or None)
+    stats = point_stats(
+        records, counts, tracking_start_ns=tracking_start or None, streaming=streaming
+    )
+    interrupted = _interruption(log, [q for q in queries.values() if q.tracked], events)
     snapshot = final_snapshot(
         stats.raw.counters,
         stats.raw.series,
-        state="complete",
+        state="complete" if interrupted is None else "interrupted",
         n_pending_tasks=counts.pending,
         timestamp_ns=0,
         streaming=streaming,
@@ -247,11 +325,44 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
         git_sha=None,
         extra={
             **extra,
-            "mlpe_fast": {"analyzed_from": str(events), "token_counting": counts.method},
+            "mlpe_fast": {
+                "analyzed_from": str(events),
+                "token_counting": counts.method,
+                **({} if interrupted is None else {"interrupted": interrupted}),
+            },
         },
     )
     title = f"{model_params.get('name') or 'run'}: analysed from events.jsonl"
-    return Analysis(summary, snapshot, report_text(summary, title=title))
+    return Analysis(summary, snapshot, report_text(summary, title=title), interrupted)
+
+
+def _streaming(setting: object, log: _Log) -> bool:
+    """config.yaml's ``streaming`` (``on``/``off``; YAML may read them as
+    booleans); without one, or ``auto``, whether the log has RECV_FIRST lines."""
+    value = str(setting).lower()
+    if value in ("on", "true"):
+        return True
+    if value in ("off", "false"):
+        return False
+    return log.streamed
+
+
+_INDEX_MAP = msgspec.json.Decoder(dict[str, dict[str, int]])
+
+
+def _sample_indices(path: Path) -> dict[str, int]:
+    """Dataset indices by uuid from ``sample_idx_map.json`` ({} without one)."""
+    indices: dict[str, int] = {}
+    if not path.is_file():
+        return indices
+    try:
+        for mapping in _INDEX_MAP.decode(path.read_bytes()).values():
+            indices.update(mapping)
+    except OSError as error:
+        raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise UsageError(f"{path}: not a {{phase: {{uuid: index}}}} map") from None
+    return indices
 
 
 def _osl(query: _Query) -> CountInput:
@@ -283,7 +394,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """The ``analyze`` command: writes the files, prints the report, and
-    says whether the run's stored summary is reproduced."""
+    says whether the run's stored summary is reproduced; an interrupted
+    run's reason goes to stderr, one line."""
     analysis = analyze(args.run_folder, tokenizer=args.tokenizer)
     out = Path(args.output) if args.output else Path(args.run_folder) / "analysis"
     try:
@@ -294,9 +406,18 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {out}: {error.strerror or error}") from None
     print(analysis.report, end="")
     print(f"written: {out / 'result_summary.json'}")
+    if analysis.interrupted is not None:
+        print(f"mlpe-fast analyze: interrupted: {analysis.interrupted}", file=sys.stderr)
     stored = Path(args.run_folder) / "performance" / "result_summary.json"
     if stored.is_file():
-        differing = summary_differences(msgspec.json.decode(stored.read_bytes()), analysis.summary)
+        try:
+            stored_summary = msgspec.json.decode(stored.read_bytes())
+        except (OSError, msgspec.DecodeError):
+            stored_summary = None
+        if not isinstance(stored_summary, dict):
+            print(f"not compared: {stored} is not a JSON object")
+            return 0
+        differing = summary_differences(stored_summary, analysis.summary)
         if differing:
             print(f"differs from {stored} in: {', '.join(differing)}")
         else:

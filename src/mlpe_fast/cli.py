@@ -8,7 +8,10 @@
 
 Exit status: 0 done; 2 a mistake in the command or its files (one line on
 stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
-start, say); 4 the run finished but no request succeeded; 130 interrupted
+start, say); 4 the run finished but no request succeeded; 5 an engine
+process was lost; 6 the run finished, but some answers are not what was
+asked for (``EmptyAnswer`` failures, answers without a finish reason or
+longer than asked: ``metrics/answers.py``); 130 interrupted
 (the run folder is still written, its summary says ``interrupted``).
 Endpoint faults during a run are counted and explained in the results, not
 raised.
@@ -26,6 +29,7 @@ from .errors import MlpeError, UsageError
 
 if TYPE_CHECKING:
     from .config import RunConfig
+    from .sweep.runner import SweepPlan
 
 __all__ = ("main",)
 
@@ -33,6 +37,7 @@ EXIT_USAGE = 2
 EXIT_SETUP = 3
 EXIT_NOTHING_SUCCEEDED = 4
 EXIT_ENGINE_LOST = 5
+EXIT_SUSPECT_ANSWERS = 6
 EXIT_INTERRUPTED = 130
 
 
@@ -116,9 +121,10 @@ def _run(args: argparse.Namespace) -> int:
     config = resolve(args)
     given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
     lost: list[str] = []  # why points on several engines were cut short
+    suspect: list[str] = []  # points whose answers are not what was asked for
 
-    async def point(config: RunConfig, endpoint: str) -> PointResult:
-        result = await run_point(config, endpoint, progress=not args.no_progress)
+    async def point(config: RunConfig, endpoints: tuple[str, ...]) -> PointResult:
+        result = await run_point(config, endpoints, progress=not args.no_progress)
         print(result.table, end="")
         if config.report_dir:
             print(f"run folder: {config.report_dir}")
@@ -126,20 +132,31 @@ def _run(args: argparse.Namespace) -> int:
             lost.append(result.failure)
             kept = f"; partial results in {config.report_dir}" if config.report_dir else ""
             print(f"mlpe-fast: the point was cut short: {result.failure}{kept}", file=sys.stderr)
+        if result.answers is not None and result.answers.suspect:
+            suspect.append(f"concurrency {config.concurrency}")
         return result
 
-    async def measure(endpoint: str) -> int:
+    def suspect_answers() -> int:
+        where = f" (at {', '.join(suspect)})" if len(suspect) > 1 else ""
+        print(
+            f"mlpe-fast: some answers are not what was asked for{where}: see the WARNING "
+            "lines above",
+            file=sys.stderr,
+        )
+        return EXIT_SUSPECT_ANSWERS
+
+    async def measure(endpoints: tuple[str, ...]) -> int:
         if config_for_run.sweep or config_for_run.max_concurrency is not None:
             from .sweep.runner import run_sweep
 
-            _, interrupted = await run_sweep(config_for_run, endpoint, point)
+            _, interrupted = await run_sweep(config_for_run, endpoints, point, plan=sweep_plan)
             if lost:
                 return EXIT_ENGINE_LOST
             if interrupted:
                 print("mlpe-fast: interrupted; the curve stops at that point", file=sys.stderr)
                 return EXIT_INTERRUPTED
-            return 0
-        result = await point(config_for_run, endpoint)
+            return suspect_answers() if suspect else 0
+        result = await point(config_for_run, endpoints)
         if result.failure is not None:
             return EXIT_ENGINE_LOST
         if result.state == "interrupted":
@@ -149,28 +166,55 @@ def _run(args: argparse.Namespace) -> int:
             first = next(iter(result.stats.error_examples.values()), "")
             print(f"mlpe-fast: no request succeeded: {first}", file=sys.stderr)
             return EXIT_NOTHING_SUCCEEDED
-        return 0
+        return suspect_answers() if suspect else 0
 
     loop_runner = loop_runner_for_platform()
+    config_for_run = config if config.endpoints else demo_config(config, given)
+    # The plan before the first request; refusals before any endpoint starts.
+    sweep_plan = _announce(config_for_run)
+    if config.dry_run:
+        demo = "" if config.endpoints else " (no --endpoints: the demo's simulated endpoint)"
+        print(f"mlpe-fast: dry run: no request sent{demo}, no file written")
+        return 0
     if config.endpoints:
-        config_for_run = config
-        return loop_runner(measure(config.endpoints[0]))
-    config_for_run = demo_config(config, given)
+        return loop_runner(measure(config.endpoints))
     # --http2 without an endpoint: the demo endpoint serves h2c too.
     flags = (*DEMO_SERVER_FLAGS, "--http2") if config.http2 else DEMO_SERVER_FLAGS
     with simulated_endpoint(flags) as endpoint:
         print(f"mlpe-fast: no --endpoints given: measuring the simulated endpoint at {endpoint}")
-        return loop_runner(measure(endpoint))
+        return loop_runner(measure((endpoint,)))
+
+
+def _announce(config: RunConfig) -> SweepPlan | None:
+    """Prints what the run will measure (all that ``--dry-run`` does): a
+    curve's plan and warnings, or a point's line; the curve's plan comes
+    back for :func:`~.sweep.runner.run_sweep`.  No endpoints: the demo's.
+
+    Raises:
+        UsageError: a bad dataset, or a curve that cannot be measured as
+            asked (:func:`~.sweep.runner.prepare_sweep`).
+    """
+    if config.sweep or config.max_concurrency is not None:
+        from .sweep.runner import announce_sweep
+
+        return announce_sweep(config, config.endpoints or None)
+    from .sweep.preview import announce_point
+
+    announce_point(config)
+    return None
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .sim.server import config_from_args, serve_forever
+    from .sim.server import BindError, config_from_args, serve_forever
 
     try:
         config = config_from_args(args)
     except ValueError as error:
         raise UsageError(f"mlpe-fast serve: {error}") from None
-    serve_forever(config)
+    try:
+        serve_forever(config)
+    except BindError as error:  # the port in use, say: the user's to change
+        raise UsageError(f"mlpe-fast serve: {error}") from None
     return 0
 
 

@@ -202,6 +202,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         streaming: "on"/"off" after :func:`resolve` ("auto" resolved).
         max_output_tokens: ``max_completion_tokens`` (chat) or
             ``max_tokens`` (completions).
+        send_max_tokens: chat requests carry ``max_tokens`` too, for
+            servers that honour only the older field (YAML
+            ``mlpe_fast.send_max_tokens``).
         generation: optional sampling parameters.
         report_dir: run folder; None lets the runner choose.
         timeouts: per-request limits.
@@ -247,6 +250,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         ray: run the engines on a Ray cluster: ``auto`` or the head's
             ``HOST:PORT`` (YAML ``mlpe_fast.ray``); ``engines`` is then per
             node.  None: on this machine.
+        dry_run: print the plan (and a curve's warnings) and stop: no
+            request, no file written (``--dry-run``; not a YAML setting).
     """
 
     endpoints: tuple[str, ...] = ()
@@ -266,6 +271,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     warmup_drain: bool = False
     streaming: Streaming = "auto"
     max_output_tokens: int = 1024
+    send_max_tokens: bool = False
     generation: Generation = Generation()
     report_dir: str | None = None
     timeouts: Timeouts = Timeouts()
@@ -287,6 +293,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     engines: int = 1
     min_streams_per_engine: int = 64
     ray: str | None = None
+    dry_run: bool = False
 
     @property
     def stream(self) -> bool:
@@ -415,6 +422,8 @@ _SCHEMA: _Schema = {
         "http2": "http2",
         "ca_bundle": "ca_bundle",
         "receive_stamps": "receive_stamps",
+        "send_max_tokens": "send_max_tokens",
+        "api_key_file": "api_key_file",
         "engines": "engines",
         "min_streams_per_engine": "min_streams_per_engine",
         "ray": "ray",
@@ -569,6 +578,8 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "endpoints": ("endpoints", "--endpoints"),
     "model": ("model", "--model"),
     "api_key": ("api_key", "--api-key"),
+    "api_key_file": ("api_key_file", "--api-key-file"),
+    "send_max_tokens": ("send_max_tokens", "--send-max-tokens"),
     "api_type": ("api_type", "--api-type"),
     "tokenizer": ("tokenizer", "--tokenizer"),
     "load_pattern": ("load_pattern", "--load-pattern"),
@@ -604,6 +615,7 @@ _FLAGS: dict[str, tuple[str, str]] = {
     "min_streams_per_engine": ("min_streams_per_engine", "--min-streams-per-engine"),
     "ray": ("ray", "--ray"),
     "num_trajectories": ("num_trajectories", "--num-trajectories"),
+    "dry_run": ("dry_run", "--dry-run"),
 }
 
 
@@ -625,7 +637,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "(none: start the built-in simulated endpoint)",
     )
     p.add_argument("--model", help="model name sent in every request")
-    p.add_argument("--api-key", metavar="KEY", help="API key (Authorization: Bearer)")
+    p.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="API key (Authorization: Bearer); visible to ps: prefer --api-key-file or "
+        "OPENAI_API_KEY, read when neither flag is given",
+    )
+    p.add_argument(
+        "--api-key-file", metavar="FILE", help="read the API key from FILE (its first line)"
+    )
     p.add_argument(
         "--max-connections",
         metavar="N",
@@ -691,6 +711,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-output-tokens", metavar="N", help="max_completion_tokens per request (default 1024)"
     )
     p.add_argument("--streaming", metavar="MODE", help="auto (default), on or off")
+    p.add_argument(
+        "--send-max-tokens",
+        action="store_const",
+        const=True,
+        help="send max_tokens beside max_completion_tokens (for servers that honour only "
+        "max_tokens)",
+    )
 
     p = parser.add_argument_group("load")
     p.add_argument(
@@ -779,6 +806,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = parser.add_argument_group("output")
     p.add_argument("--report-dir", metavar="DIR", help="run folder")
+    p.add_argument(
+        "--dry-run",
+        action="store_const",
+        const=True,
+        help="print the plan and its warnings, then exit: no request sent, no file written",
+    )
 
 
 # Resolution -------------------------------------------------------------------------------
@@ -880,17 +913,14 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         )
 
     # endpoint
-    endpoints = _endpoints(get("endpoints"))
+    endpoints, named_route = _endpoints(get("endpoints"))
     model = _opt(get("model"), _string) or ""
     if endpoints and not model:
         raise UsageError(
             "--model is required with --endpoints (YAML: model_params.name): "
             "it is the model field of every request"
         )
-    api_key = _opt(get("api_key"), _string)
-    if api_key == REDACTED:
-        logger.warning("api_key is %r (a written config.yaml): sending no API key", REDACTED)
-        api_key = None
+    api_key = _api_key(get("api_key"), get("api_key_file"), bool(endpoints))
     api_type: ApiType = "openai"
     if (found := get("api_type")) is not None:
         api_type = _choice(
@@ -902,6 +932,13 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             },
             {"sglang": "sglang endpoints", "videogen": "videogen endpoints"},
             shown=("openai", "openai-completions"),
+        )
+    if named_route is not None and _ROUTES[named_route] != api_type:
+        flag = "--api-type openai-completions" if api_type == "openai" else "--api-type openai"
+        raise UsageError(
+            f"--endpoints names the route {named_route}, but the API type {api_type} "
+            f"sends to {'/v1/chat/completions' if api_type == 'openai' else '/v1/completions'}: "
+            f"add {flag}, or give the base URL only"
         )
 
     # timing
@@ -997,6 +1034,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         warmup_drain=False if warmup_drain is None else warmup_drain,
         streaming=streaming,
         max_output_tokens=1024 if max_output_tokens is None else max_output_tokens,
+        send_max_tokens=bool(_opt(get("send_max_tokens"), _bool)),
         generation=generation,
         report_dir=_opt(get("report_dir"), _string),
         timeouts=timeouts,
@@ -1018,6 +1056,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         engines=_engines(get("engines")),
         min_streams_per_engine=_opt(get("min_streams_per_engine"), _positive_int) or 64,
         ray=_opt(get("ray"), _string),
+        dry_run=bool(_opt(get("dry_run"), _bool)),
     )
 
 
@@ -1400,20 +1439,105 @@ def _streaming(found: tuple[Any, str]) -> Streaming:
     return mode
 
 
-def _endpoints(found: tuple[Any, str] | None) -> tuple[str, ...]:
+API_KEY_ENV = "OPENAI_API_KEY"
+"""Where the API key is read from when no flag or YAML key gives it (the
+OpenAI SDK's variable, which vLLM's and SGLang's benchmarks read too)."""
+
+
+def _api_key(
+    key: tuple[Any, str] | None, key_file: tuple[Any, str] | None, endpoint_given: bool
+) -> str | None:
+    """The API key: ``--api-key`` (YAML ``endpoint_config.api_key``), else
+    the first line of ``--api-key-file`` (YAML ``mlpe_fast.api_key_file``),
+    else ``$OPENAI_API_KEY`` when an endpoint is measured; a command line
+    shows in ``ps``, a file or the environment does not."""
+    if key is not None and key_file is not None:
+        raise UsageError(f"{key[1]} and {key_file[1]}: give the API key one way")
+    if key is not None:
+        api_key = _string(key)
+        if api_key == REDACTED:
+            logger.warning("api_key is %r (a written config.yaml): sending no API key", REDACTED)
+            return None
+        return api_key
+    if key_file is not None:
+        path = Path(_string(key_file)).expanduser()
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or error
+            raise UsageError(f"{key_file[1]} {path}: cannot read the API key: {reason}") from None
+        first = lines[0].strip() if lines else ""
+        if not first:
+            raise UsageError(f"{key_file[1]} {path}: the file is empty (the key is its first line)")
+        return first
+    from_env = os.environ.get(API_KEY_ENV, "").strip() if endpoint_given else ""
+    return from_env or None
+
+
+def _endpoints(found: tuple[Any, str] | None) -> tuple[tuple[str, ...], str | None]:
+    """The endpoints' base URLs (:func:`_base_url`), and the route they
+    named, if any: the API type must be that route's."""
     if found is None:
-        return ()
+        return (), None
     value, where = found
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list | tuple) or not all(isinstance(u, str) for u in items):
         raise UsageError(f"{where}: expected a list of URLs, got {_short(value)}")
-    urls = tuple(u.strip() for u in items if u.strip())
-    for url in urls:
-        if not url.startswith(("http://", "https://")) or not urlsplit(url).netloc:
-            raise UsageError(
-                f"{where}: {url!r} is not an http:// or https:// URL (e.g. http://localhost:8000)"
+    bases = [_base_url(u.strip(), where) for u in items if u.strip()]
+    urls = tuple(base for base, _ in bases)
+    routes = {route for _, route in bases if route in _ROUTES}
+    if len(routes) > 1:
+        raise UsageError(f"{where}: the URLs name different routes: {', '.join(sorted(routes))}")
+    if len(set(urls)) != len(urls):
+        raise UsageError(f"{where}: an endpoint is listed twice: {', '.join(urls)}")
+    return urls, next(iter(routes), None)
+
+
+#: Routes a base URL may end in, as the OpenAI SDK's and vLLM's base URLs do
+#: (``http://host:8000/v1``), or a whole route copied from a curl command.
+_ROUTE_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1")
+#: The API type each whole route is served with.
+_ROUTES: dict[str, ApiType] = {
+    "/v1/chat/completions": "openai",
+    "/v1/completions": "openai-completions",
+}
+
+
+def _base_url(url: str, where: str) -> tuple[str, str | None]:
+    """``url`` as the base the request routes are appended to: its
+    trailing ``/``, ``/v1`` or whole route dropped, with a note saying so;
+    and what was dropped."""
+    example = "e.g. http://localhost:8000"
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{where}: {url!r} is not an http:// or https:// URL ({example})")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
+    except ValueError as error:
+        raise UsageError(f"{where}: {url!r} is not a usable URL ({error}; {example})") from None
+    if not parts.hostname:
+        raise UsageError(f"{where}: {url!r} has no host ({example})")
+    # The client sends neither: refused rather than silently dropped.
+    if parts.query or parts.fragment:
+        raise UsageError(f"{where}: {url!r}: a base URL has no query or fragment ({example})")
+    if "@" in parts.netloc:
+        raise UsageError(
+            f"{where}: credentials in the URL (user:password@host) are not sent; "
+            "use --api-key-file or OPENAI_API_KEY"
+        )
+    path = parts.path.rstrip("/")
+    for suffix in _ROUTE_SUFFIXES:
+        if path.endswith(suffix):
+            base = parts._replace(path=path[: -len(suffix)]).geturl()
+            logger.warning(
+                "mlpe-fast: %s %s: using the base URL %s (the route, e.g. "
+                "/v1/chat/completions, is added to every request; set it with --api-type)",
+                where,
+                url,
+                base,
             )
-    return urls
+            return base, suffix
+    return parts._replace(path=path).geturl(), None
 
 
 def _kind(value: object) -> str:

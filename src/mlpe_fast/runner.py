@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 from array import array
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -57,10 +57,12 @@ from .artifacts.events import (
 )
 from .artifacts.run_folder import RunFolder
 from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
+from .clients import client_for
 from .config import RunConfig
-from .engine import Client, ClientConfigError, EndpointUnreachable, RequestRecord
+from .engine import EndpointUnreachable, RequestRecord
 from .engine._reader import monotonic_ns
 from .engine.audit import Audit, ClientTotals, LoopLagProbe, audit_records
+from .engine.replicas import AnyClient, endpoint_shares
 from .errors import MlpeError, UsageError
 from .load.agentic import AgenticBodies, AgenticDataset, AgenticSettings, load_agentic
 from .load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic
@@ -68,6 +70,7 @@ from .load.dataset import Dataset, load_dataset
 from .load.requests import Prompt, RequestFeed
 from .load.scheduler import Phase, run_phase
 from .metrics.agentic import agentic_summary_fields
+from .metrics.answers import AnswerChecks, check_answers
 from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.stats import PointStats, point_stats
 from .metrics.steady_state import PointQueries, detect_steady_state
@@ -93,7 +96,6 @@ __all__ = (
     "DEMO_SERVER_FLAGS",
     "PointResult",
     "SetupError",
-    "client_for",
     "demo_config",
     "run_point",
     "simulated_endpoint",
@@ -113,10 +115,12 @@ class PointResult(msgspec.Struct, frozen=True, gc=False):
     """What one point produced: its records, figures, table, the
     ``result_summary.json`` content, and its state ("complete" or
     "interrupted").  ``failure`` says why a point on several engines was
-    cut short (an engine lost); its state is then "interrupted"."""
+    cut short (an engine lost); its state is then "interrupted".
+    ``answers`` counts the measured answers that are not what was asked
+    for (``metrics/answers.py``)."""
 
     config: RunConfig
-    endpoint: str
+    endpoints: tuple[str, ...]
     records: list[RequestRecord]
     stats: PointStats
     audit: Audit
@@ -125,6 +129,7 @@ class PointResult(msgspec.Struct, frozen=True, gc=False):
     state: str
     accuracy: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failure: str | None = None
+    answers: AnswerChecks | None = None
 
 
 # The demo: a short run against the simulated endpoint, with a tokenizer
@@ -221,36 +226,6 @@ async def _flushed_every_second(writers: list[EventsWriter]) -> AsyncIterator[No
             await asyncio.gather(task, return_exceptions=True)
 
 
-def client_for(config: RunConfig, endpoint: str, *, turn_timeout_s: float | None = None) -> Client:
-    """The client a point's configuration asks for (not yet open).
-
-    ``turn_timeout_s`` (agentic runs) caps the total timeout: a turn that
-    takes longer fails (``TotalTimeout``) and ends its trajectory.
-
-    Raises:
-        UsageError: the endpoint URL or a client setting is not usable.
-    """
-    try:
-        return Client(
-            endpoint,
-            api_key=config.api_key,
-            connect_timeout=config.timeouts.connect_s,
-            idle_timeout=config.timeouts.idle_s,
-            total_timeout=(
-                config.timeouts.total_s
-                if turn_timeout_s is None
-                else min(turn_timeout_s, config.timeouts.total_s or turn_timeout_s)
-            ),
-            max_connections=config.max_connections,
-            http2=config.http2,
-            ca_bundle=config.ca_bundle,
-            insecure=config.insecure,
-            kernel_stamps=config.receive_stamps == "kernel",
-        )
-    except ClientConfigError as error:
-        raise UsageError(str(error)) from None
-
-
 def _load_tokenizer(config: RunConfig) -> Any:
     name = config.tokenizer or config.model
     try:
@@ -279,13 +254,14 @@ def _dataset(config: RunConfig) -> Dataset:
 
 async def run_point(
     config: RunConfig,
-    endpoint: str,
+    endpoints: str | Sequence[str],
     *,
     err: TextIO | None = None,
     progress: bool = True,
     ray_clocks: dict[int, Any] | None = None,
 ) -> PointResult:
-    """Measures one point against ``endpoint`` and writes its run folder.
+    """Measures one point against ``endpoints`` (one URL, or several
+    replicas of one model: :mod:`.engine.replicas`) and writes its run folder.
 
     SIGINT or SIGTERM during the point stops issuing, ends the requests in
     flight as ``Cancelled`` records and still writes the run folder, with
@@ -303,8 +279,9 @@ async def run_point(
     agentic = _agentic_dataset(config) if config.mode != "acc" else None
     inline_scores: dict[str, Any] | None = None
     turn_timeout = None if agentic is None else _agentic_settings(config).turn_timeout_s
+    urls = (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
     # the endpoint first: the cheapest mistake
-    client = client_for(config, endpoint, turn_timeout_s=turn_timeout)
+    client = client_for(config, urls, turn_timeout_s=turn_timeout)
     dataset = _dataset(config) if config.mode != "acc" and agentic is None else None
     accuracy_datasets = (
         [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
@@ -314,7 +291,7 @@ async def run_point(
     try:  # before any file is written: an endpoint that is not there is a usage mistake
         await client.check_reachable()
     except EndpointUnreachable as error:
-        if error.error_class == "TLSError":  # its message says what to do
+        if error.error_class in ("TLSError", "HTTP2Unsupported"):  # the message says what to do
             raise UsageError(str(error)) from None
         raise UsageError(f"{error}; check --endpoints and that the server is up") from None
     for accuracy_dataset in accuracy_datasets:  # a service that cannot be used: before any load
@@ -335,7 +312,7 @@ async def run_point(
             if plan is not None:
                 plan.close()
             raise
-        write_config_yaml(folder.config_yaml, config, endpoints=[endpoint])
+        write_config_yaml(folder.config_yaml, config, endpoints=list(urls))
         events = EventsWriter(folder.events, streaming=config.stream)
         if config.warmup_requests:
             warmup_events = EventsWriter(folder.warmup_events, streaming=config.stream)
@@ -359,7 +336,7 @@ async def run_point(
                     await _warmup(client, dataset, config, warmup_events, stop)
                 if not stop.requested and plan is not None:
                     perf = await _performance_on_engines(
-                        endpoint,
+                        urls,
                         dataset,
                         config,
                         plan,
@@ -390,7 +367,7 @@ async def run_point(
                     break
                 if _is_swe_bench(accuracy_dataset):
                     entries.append(
-                        await _swe_bench(accuracy_dataset, config, endpoint, folder, stop)
+                        await _swe_bench(accuracy_dataset, config, urls[0], folder, stop)
                     )
                     continue
                 entries.append(await _accuracy(client, accuracy_dataset, config, events, stop))
@@ -407,87 +384,116 @@ async def run_point(
         counter.close()
         if plan is not None:
             plan.close()
-    records = perf.records
-    run = perf.engines
-    if run is not None:
-        setup = setup.plus(*(t.client for t in run.totals if t is not None))
-    failure = None if run is None else run.failure
-    state = "interrupted" if stop.requested or failure else "complete"
-    measured, measured_counts = records, counts
-    if perf.tracked is not None:  # an agentic window: the turns issued inside it
-        keep = np.asarray(perf.tracked, dtype=np.bool_)
-        measured = [r for r, tracked in zip(records, perf.tracked, strict=True) if tracked]
-        measured_counts = counts.subset(keep)
-    stats = point_stats(measured, measured_counts, tracking_start_ns=perf.tracking_start)
-    audit = audit_records(
-        records,
-        perf.lags,
-        perf.cpu_ns,
-        setup.connections_opened,
-        setup.connect_ns_total,
-        perf.cpu_system_ns,
-        tls_handshakes=setup.tls_handshakes,
-        tls_ns_total=setup.tls_ns_total,
-        http2_connections=setup.http2_connections,
-        arrival_clock=setup.clock_map,
-        kernel_stamped_connections=setup.kernel_stamped_connections,
-    )
-    if run is not None:
-        audit = audit_engines(audit, run)
-    snapshot = final_snapshot(
-        stats.raw.counters,
-        stats.raw.series,
-        state=state,
-        n_pending_tasks=counts.pending,
-        timestamp_ns=monotonic_ns(),
-        streaming=config.stream,
-    )
-    summary = result_summary(
-        snapshot,
-        run_config=_run_config(config),
-        use_legacy_loadgen_qps_metrics=(
-            config.load_pattern == "poisson" and config.use_legacy_loadgen_qps_metrics
-        ),
-        version=__version__,
-        git_sha=None,
-        extra={
-            **(
-                agentic_summary_fields(records, counts, perf.tracked)
-                if perf.tracked is not None
-                else {}
+    # From here on the log is closed by the folder's writing; a failure
+    # on the way (a bug) must still leave what was logged, and no open file.
+    try:
+        records = perf.records
+        run = perf.engines
+        if run is not None:
+            setup = setup.plus(*(t.client for t in run.totals if t is not None))
+        failure = None if run is None else run.failure
+        state = "interrupted" if stop.requested or failure else "complete"
+        measured, measured_counts = records, counts
+        if perf.tracked is not None:  # an agentic window: the turns issued inside it
+            keep = np.asarray(perf.tracked, dtype=np.bool_)
+            measured = [r for r, tracked in zip(records, perf.tracked, strict=True) if tracked]
+            measured_counts = counts.subset(keep)
+        stats = point_stats(
+            measured,
+            measured_counts,
+            tracking_start_ns=perf.tracking_start,
+            streaming=config.stream,
+        )
+        audit = audit_records(
+            records,
+            perf.lags,
+            perf.cpu_ns,
+            setup.connections_opened,
+            setup.connect_ns_total,
+            perf.cpu_system_ns,
+            tls_handshakes=setup.tls_handshakes,
+            tls_ns_total=setup.tls_ns_total,
+            http2_connections=setup.http2_connections,
+            arrival_clock=setup.clock_map,
+            kernel_stamped_connections=setup.kernel_stamped_connections,
+        )
+        if run is not None:
+            audit = audit_engines(audit, run)
+        answers = check_answers(
+            measured,
+            measured_counts,
+            None if perf.tracked is not None else config.max_output_tokens,
+            send_max_tokens=config.send_max_tokens,
+        )
+        snapshot = final_snapshot(
+            stats.raw.counters,
+            stats.raw.series,
+            state=state,
+            n_pending_tasks=counts.pending,
+            timestamp_ns=monotonic_ns(),
+            streaming=config.stream,
+        )
+        summary = result_summary(
+            snapshot,
+            run_config=_run_config(config),
+            use_legacy_loadgen_qps_metrics=(
+                config.load_pattern == "poisson" and config.use_legacy_loadgen_qps_metrics
             ),
-            **_extra(records, counts, stats, audit),
-        },
-    )
-    # After the summary: an agentic point's gate reads its full-run OSL.
-    accuracy_lines = _accuracy_lines(config, entries, summary)
-    table = render(stats, audit.as_rows(), title=_title(config))
-    if config.mode == "acc":
-        table = f"mlpe-fast accuracy: {_title(config)}\n"
-    table += accuracy_lines
-    if folder is not None and run is not None:
-        write_engines_report(folder.path, run)
-    if folder is not None and events is not None:
-        events.session(SESSION_ENDED)
-        events.close()
-        if warmup_events is not None:
-            warmup_events.close()
-        write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
-        if config.mode != "acc":
-            report = report_text(summary, title=_title(config))
-            folder.write_results(summary, snapshot, report + accuracy_lines)
-            if dataset is not None and config.load_pattern == "concurrency" and records:
-                steady = _steady_state(records, stats, counts, len(dataset), config.concurrency)
-                write_json(folder.steady_state, steady, encoder="stdlib")
-        else:
-            folder.report_txt.write_text(table, encoding="utf-8")
-        if entries:
-            write_accuracy_results(folder.accuracy_results, entries)
-        if inline_scores is not None:  # the inline accuracy's per-turn detail
-            write_json(folder.path / "scores.json", inline_scores, encoder="stdlib")
-    return PointResult(
-        config, endpoint, records, stats, audit, table, summary, state, entries, failure
-    )
+            version=__version__,
+            git_sha=None,
+            extra={
+                **(
+                    agentic_summary_fields(records, counts, perf.tracked)
+                    if perf.tracked is not None
+                    else {}
+                ),
+                **_extra(records, counts, stats, audit, urls, answers),
+            },
+        )
+        # After the summary: an agentic point's gate reads its full-run OSL.
+        accuracy_lines = _accuracy_lines(config, entries, summary)
+        warnings = answers.warnings()
+        shares = summary["mlpe_fast"]["endpoints"] if len(urls) > 1 else ()
+        table = render(
+            stats, audit.as_rows(), title=_title(config), warnings=warnings, endpoints=shares
+        )
+        if config.mode == "acc":
+            table = f"mlpe-fast accuracy: {_title(config)}\n"
+        table += accuracy_lines
+        if folder is not None and run is not None:
+            write_engines_report(folder.path, run)
+        if folder is not None and events is not None:
+            events.session(SESSION_ENDED)
+            events.close()
+            if warmup_events is not None:
+                warmup_events.close()
+            write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
+            if config.mode != "acc":
+                report = report_text(summary, title=_title(config)) + _warning_lines(warnings)
+                folder.write_results(summary, snapshot, report + accuracy_lines)
+                if dataset is not None and config.load_pattern == "concurrency" and records:
+                    steady = _steady_state(records, stats, counts, len(dataset), config.concurrency)
+                    write_json(folder.steady_state, steady, encoder="stdlib")
+            else:
+                folder.report_txt.write_text(table, encoding="utf-8")
+            if entries:
+                write_accuracy_results(folder.accuracy_results, entries)
+            if inline_scores is not None:  # the inline accuracy's per-turn detail
+                write_json(folder.path / "scores.json", inline_scores, encoder="stdlib")
+        return PointResult(
+            config, urls, records, stats, audit, table, summary, state, entries, failure, answers
+        )
+    except BaseException:
+        for writer in writers:
+            writer.close()
+        raise
+
+
+def _warning_lines(warnings: list[str]) -> str:
+    """report.txt's warnings about the answers (``metrics/answers.py``)."""
+    if not warnings:
+        return ""
+    return "\nWARNINGS\n" + "".join(f"  {line}\n" for line in warnings)
 
 
 def _steady_state(
@@ -651,7 +657,7 @@ def _engine_plan(
 
 
 async def _performance_on_engines(
-    endpoint: str,
+    endpoints: tuple[str, ...],
     dataset: Dataset,
     config: RunConfig,
     plan: _EnginePlan,
@@ -682,7 +688,7 @@ async def _performance_on_engines(
     try:
         run = await run_on_engines(
             config,
-            endpoint,
+            endpoints,
             dataset,
             engines=plan.engines,
             max_requests=_request_count(config, len(dataset)),
@@ -706,7 +712,7 @@ async def _performance_on_engines(
 
 
 async def _performance(
-    client: Client,
+    client: AnyClient,
     dataset: Dataset,
     config: RunConfig,
     counter: TokenCounter,
@@ -743,31 +749,49 @@ async def _performance(
         if bar is not None:
             bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
-    with _measuring(measured, events, bar):
+    with _measuring(measured, events, bar, phase, config.max_duration_s):
         await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
     if events is not None:
         events.session(SESSION_STOP_PERFORMANCE_TRACKING)
     return measured
 
 
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
 @contextlib.contextmanager
 def _measuring(
-    measured: _Measured, events: EventsWriter | None, bar: Progress | None
+    measured: _Measured,
+    events: EventsWriter | None,
+    bar: Progress | None,
+    phase: _Stoppable,
+    max_duration_s: float | None,
 ) -> Iterator[None]:
     """Performance tracking around a measured phase: its start logged, the
     bar started, the loop-lag probe and the CPU clock running; on the way
     out, their readings in ``measured`` (the stop is logged by the caller:
-    an agentic window ends on its own)."""
+    an agentic window ends on its own).  ``max_duration_s``
+    (``--max-duration``, the reference's ``max_duration_ms``) stops the
+    phase's issuing that long after the start, whatever its count, duration
+    or whole passes still ask for; what is in flight is awaited."""
     probe = LoopLagProbe()
     measured.tracking_start = monotonic_ns()
     if events is not None:
         events.session(SESSION_START_PERFORMANCE_TRACKING, measured.tracking_start)
     if bar is not None:
         bar.start()
+    cap = (
+        None
+        if max_duration_s is None
+        else asyncio.get_running_loop().call_later(max_duration_s, phase.stop)
+    )
     probe.start()
     try:
         yield
     finally:
+        if cap is not None:
+            cap.cancel()
         measured.lags, measured.cpu_ns, measured.cpu_system_ns = probe.stop()
 
 
@@ -813,7 +837,7 @@ def _agentic_settings(config: RunConfig) -> AgenticSettings:
 
 
 async def _performance_agentic(
-    client: Client,
+    client: AnyClient,
     data: AgenticDataset,
     config: RunConfig,
     counter: TokenCounter,
@@ -872,7 +896,7 @@ async def _performance_agentic(
         if events is not None:
             events.session(SESSION_STOP_PERFORMANCE_TRACKING, t)
 
-    with _measuring(measured, events, bar):
+    with _measuring(measured, events, bar, phase, config.max_duration_s):
         await run_agentic(
             client, data, phase, bodies, on_record, path=config.route, on_window_end=on_window_end
         )
@@ -934,7 +958,7 @@ async def _swe_bench(
 
 
 async def _accuracy(
-    client: Client,
+    client: AnyClient,
     dataset: Dataset,
     config: RunConfig,
     events: EventsWriter | None,
@@ -997,7 +1021,7 @@ class _Interrupt:
     normally with what it has.  Where the loop cannot take signal handlers
     (Windows), Ctrl-C raises KeyboardInterrupt as usual."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: AnyClient) -> None:
         self.client = client
         self.phase: Stoppable | None = None
         self.counter: TokenCounter | None = None
@@ -1070,7 +1094,12 @@ def _run_config(config: RunConfig) -> dict[str, Any]:
 
 
 def _extra(
-    records: list[RequestRecord], counts: TokenCounts, stats: PointStats, audit: Audit
+    records: list[RequestRecord],
+    counts: TokenCounts,
+    stats: PointStats,
+    audit: Audit,
+    urls: tuple[str, ...],
+    answers: AnswerChecks,
 ) -> dict[str, Any]:
     """mlpe-fast's own summary keys, after the reference's."""
     return {
@@ -1084,12 +1113,14 @@ def _extra(
             "error_examples": stats.error_examples,
             "chunk_errors": stats.chunk_errors,
             "self_audit": msgspec.to_builtins(audit),
+            "endpoints": endpoint_shares(records, urls),
+            "answers": answers.as_dict(),
         },
     }
 
 
 async def _warmup(
-    client: Client,
+    client: AnyClient,
     dataset: Dataset,
     config: RunConfig,
     events: EventsWriter | None,

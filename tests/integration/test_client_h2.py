@@ -7,14 +7,21 @@ ends in exactly one correct record per request.
 from __future__ import annotations
 
 import asyncio
+import http.server
+import socket
+import ssl
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from mlpe_fast.engine import Client, ClientConfigError, RequestRecord
+from mlpe_fast.engine.client import EndpointUnreachable
+from mlpe_fast.engine.dial import NO_H2C, PLAIN_CHECK_AFTER_S, PLAIN_HTTP
 from mlpe_fast.sim.config import SimConfig
 from mlpe_fast.sim.server import SimServer, SimServerThread
 from mlpe_fast.sim.timing import Dist
@@ -275,3 +282,207 @@ def test_timeouts_and_cancellation_end_each_stream_once() -> None:
     assert [r.error_class for r in timed_out] == ["IdleTimeout"] * 3
     assert sorted(r.sample_index for r in cancelled) == [0, 1, 2]
     assert {r.error_class for r in cancelled} == {"Cancelled"}
+
+
+# --- endpoint mix-ups: said at once (Client.check_reachable, what a run checks first)
+
+CONNECT_TIMEOUT = 10.0
+AT_ONCE = 5.0  # well under CONNECT_TIMEOUT, loose enough for a loaded machine
+
+
+@contextmanager
+def stdlib_http_server() -> Iterator[str]:
+    """The standard library's HTTP/1.x server (400 to a ClientHello, an
+    HTTP/0.9-style error page to the HTTP/2 preface)."""
+
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+async def _http11_only(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An asyncio server of HTTP/1.1 only: waits for a whole request head
+    (so it says nothing to a ClientHello), answers 400 to anything but
+    HTTP/1.1, and hangs up."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        ok = head.split(b"\r\n", 1)[0].endswith(b" HTTP/1.1")
+        status = b"200 OK" if ok else b"400 Bad Request"
+        writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    writer.close()
+
+
+async def _reachable(url: str, **options: Any) -> tuple[BaseException | None, float]:
+    """check_reachable's error (None: reached) and how long it took."""
+    async with Client(url, connect_timeout=CONNECT_TIMEOUT, **options) as client:
+        t0 = time.monotonic()
+        try:
+            await client.check_reachable()
+        except EndpointUnreachable as error:
+            return error, time.monotonic() - t0
+        return None, time.monotonic() - t0
+
+
+async def _against_asyncio_servers(
+    check: Callable[[str], Awaitable[tuple[BaseException | None, float]]],
+) -> dict[str, tuple[BaseException | None, float]]:
+    results = {}
+    for name, handler in (("asyncio http/1.1", _http11_only), ("asyncio hang-up", _hang_up)):
+        served = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = served.sockets[0].getsockname()[1]
+        try:
+            results[name] = await check(f"http://127.0.0.1:{port}")
+        finally:
+            served.close()
+            await served.wait_closed()
+    return results
+
+
+def test_h2c_against_an_http11_server_is_said_at_once() -> None:
+    async def h2c(url: str) -> tuple[BaseException | None, float]:
+        return await _reachable(url, http2=True)
+
+    async def records(url: str) -> list[RequestRecord]:
+        async with Client(url, http2=True, connect_timeout=CONNECT_TIMEOUT) as client:
+            return await send_all(client, [body(i) for i in range(2)])
+
+    results = {}
+    with server() as sim:  # HTTP/1.1 only: 505 to the preface, then it hangs up
+        results["sim"] = asyncio.run(h2c(sim.url))
+        sent = asyncio.run(records(sim.url))
+    with stdlib_http_server() as url:
+        results["stdlib"] = asyncio.run(h2c(url))
+    results.update(asyncio.run(_against_asyncio_servers(h2c)))
+    for name, (error, took) in results.items():
+        assert isinstance(error, EndpointUnreachable), name
+        assert error.error_class == "HTTP2Unsupported", (name, error)
+        assert NO_H2C in str(error) and took < AT_ONCE, (name, took, error)
+    assert "'HTTP/1.1 505 HTTP Version Not Supported'" in str(results["sim"][0])
+    assert "'HTTP/1.1 400 Bad Request'" in str(results["asyncio http/1.1"][0])
+    assert "hung up" in str(results["asyncio hang-up"][0])
+    # Requests without the check: each record says it too.
+    assert {r.error_class for r in sent} == {"HTTP2Unsupported"}
+    assert all(NO_H2C in (r.error_message or "") for r in sent)
+    with server(http2=True) as h2:  # and an h2c server passes
+        assert asyncio.run(h2c(h2.url))[0] is None
+
+
+def test_https_against_plain_http_is_said_at_once(tls_certs: Any) -> None:
+    async def https(url: str) -> tuple[BaseException | None, float]:
+        return await _reachable(url.replace("http://", "https://"), insecure=True)
+
+    results = {}
+    with server() as sim:  # waits, silent, for the end of a request head
+        results["sim"] = asyncio.run(https(sim.url))
+    with stdlib_http_server() as url:  # 400 to the ClientHello
+        results["stdlib"] = asyncio.run(https(url))
+    asyncio_results = asyncio.run(_against_asyncio_servers(https))
+    results["asyncio http/1.1"] = asyncio_results["asyncio http/1.1"]  # silent too
+    for name, (error, took) in results.items():
+        assert isinstance(error, EndpointUnreachable), name
+        assert error.error_class == "TLSError", (name, error)
+        assert str(error).endswith(PLAIN_HTTP) and took < AT_ONCE, (name, took, error)
+    # A server that hangs up is not taken for plain HTTP.
+    error, took = asyncio_results["asyncio hang-up"]
+    assert isinstance(error, EndpointUnreachable) and PLAIN_HTTP not in str(error)
+    assert took < AT_ONCE
+    with server(**tls_options(tls_certs, http2=True)) as secure:  # and TLS passes
+        assert asyncio.run(_reachable(secure.url, ca_bundle=str(tls_certs.ca_file)))[0] is None
+        assert asyncio.run(_reachable(secure.url, http2=True, insecure=True))[0] is None
+
+
+@contextmanager
+def nginx_like(certs: Any, handshake_delay_s: float) -> Iterator[str]:
+    """A TLS port that answers plain HTTP with a 400, as nginx does ("The
+    plain HTTP request was sent to HTTPS port"), and is slow to handshake."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(certs.cert_file), str(certs.key_file))
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve(conn: socket.socket) -> None:
+        with conn:
+            try:
+                first = conn.recv(1, socket.MSG_PEEK)
+                if first == b"\x16":  # a TLS handshake record
+                    time.sleep(handshake_delay_s)
+                    with context.wrap_socket(conn, server_side=True) as tls:
+                        tls.recv(1)  # until the client goes
+                elif first:
+                    conn.recv(4096)
+                    text = b"The plain HTTP request was sent to HTTPS port"
+                    conn.sendall(
+                        b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(text), text)
+                    )
+            except OSError:  # ssl.SSLError included: the client went
+                pass
+
+    def accept() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+def test_a_tls_port_that_answers_plain_http_with_400_is_not_taken_for_plain(
+    tls_certs: Any,
+) -> None:
+    with nginx_like(tls_certs, handshake_delay_s=2 * PLAIN_CHECK_AFTER_S) as url:
+        reached, took = asyncio.run(_reachable(url, ca_bundle=str(tls_certs.ca_file)))
+        refused, _ = asyncio.run(_reachable(url))  # its certificate is not trusted
+    assert reached is None and took >= 2 * PLAIN_CHECK_AFTER_S
+    assert isinstance(refused, EndpointUnreachable) and refused.error_class == "TLSError"
+    assert "--ca-bundle" in str(refused) and PLAIN_HTTP not in str(refused)
+
+
+def test_https_against_a_server_that_never_answers_waits_its_timeout() -> None:
+    """Nothing to go by (no TLS, no HTTP answer): the connect timeout decides."""
+
+    async def main() -> tuple[BaseException | None, float]:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # until the client goes
+            writer.close()
+
+        served = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = served.sockets[0].getsockname()[1]
+        try:
+            async with Client(f"https://127.0.0.1:{port}", connect_timeout=1.0) as client:
+                t0 = time.monotonic()
+                try:
+                    await client.check_reachable()
+                except EndpointUnreachable as error:
+                    return error, time.monotonic() - t0
+                return None, time.monotonic() - t0
+        finally:
+            served.close()
+            await served.wait_closed()
+
+    error, took = asyncio.run(main())
+    assert isinstance(error, EndpointUnreachable) and error.error_class == "ConnectTimeout"
+    assert 0.9 < took < AT_ONCE

@@ -31,11 +31,11 @@ TOKENS = 8
 REQUESTS = 16
 
 
-def body(i: int) -> dict[str, Any]:
+def body(i: int, stream: bool = True) -> dict[str, Any]:
     return {
         "model": "mlpe-sim",
         "messages": [{"role": "user", "content": f"hello {i}"}],
-        "stream": True,
+        "stream": stream,
         "max_completion_tokens": TOKENS,
     }
 
@@ -47,6 +47,7 @@ def run_with(
     requests: int = REQUESTS,
     concurrency: int = 4,
     client: dict[str, Any] | None = None,
+    stream: bool = True,
     **server: Any,
 ) -> tuple[list[RequestRecord], SimStats]:
     """``requests`` requests, ``concurrency`` at a time (closed loop), against
@@ -63,13 +64,13 @@ def run_with(
                 nonlocal issued
                 records.append(record)
                 if issued < requests:
-                    c.issue(body(issued), on_done, sample_index=issued)
+                    c.issue(body(issued, stream), on_done, sample_index=issued)
                     issued += 1
                 elif len(records) == requests:
                     done.set()
 
             for _ in range(concurrency):
-                c.issue(body(issued), on_done, sample_index=issued)
+                c.issue(body(issued, stream), on_done, sample_index=issued)
                 issued += 1
             await asyncio.wait_for(done.wait(), 30)
         return records
@@ -124,6 +125,51 @@ def test_a_fault_fails_its_request_alone(fault: str, error_class: str, says: str
     if fault.startswith("reset-mid-stream"):
         # what arrived before the reset is kept
         assert all(0 < r.response.content_events < TOKENS for r in failed)
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
+def test_an_empty_answer_fails_as_such(http2: bool, stream: bool) -> None:
+    """``empty-done``: ``[DONE]`` at once (or a body with empty content),
+    no finish reason: not an answer, whatever the framing."""
+    fault = "empty-done=0.5"
+    records, stats = run_with(fault, http2=http2, stream=stream)
+    ok, failed = split(records)
+    assert len(failed) == faulted(stats, fault)
+    for record in failed:
+        assert record.error_class == "EmptyAnswer", record.error_message
+        assert "no output and no finish reason" in (record.error_message or "")
+        assert record.response.status == 200 and record.response.finish_reason is None
+        assert record.response.done == stream
+        assert record.retries == 0  # a whole response came back
+    for record in ok:
+        assert record.response.finish_reason == "length"
+        assert len(record.response.content) == TOKENS
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "body"])
+def test_an_interrupted_answer_completes_without_a_finish_reason(http2: bool, stream: bool) -> None:
+    """``interrupt`` (llama.cpp's ``interrupt_requests``): ``[DONE]`` after
+    half of the tokens, no finish reason, no usage chunk, then a close: the
+    record completes with what came (``metrics/answers.py`` flags it)."""
+    fault = "interrupt=0.5"
+    records, stats = run_with(fault, http2=http2, stream=stream)
+    ok, failed = split(records)
+    assert not failed, [r.error_message for r in failed]
+    cut = [r for r in ok if r.response.finish_reason is None]
+    assert len(cut) == faulted(stats, fault)
+    for record in cut:
+        assert len(record.response.content) == TOKENS // 2
+        assert record.response.done == stream
+        if stream:
+            assert record.response.content_events == TOKENS // 2
+            assert record.response.usage is None
+        assert record.retries <= 1  # a request sent on the connection it closed
+    for record in ok:
+        if record.response.finish_reason is not None:
+            assert record.response.finish_reason == "length"
+            assert len(record.response.content) == TOKENS
 
 
 def test_a_reset_before_the_head_is_retried_once_only_on_a_reused_connection() -> None:

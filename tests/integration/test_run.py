@@ -174,6 +174,36 @@ def test_untrusted_certificate_is_a_usage_mistake(
         assert main([*argv, "--ca-bundle", str(tls_certs.ca_file)]) == 0
 
 
+def test_endpoint_mix_ups_are_one_line_at_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--http2 against an HTTP/1.1-only endpoint, https:// against a plain
+    one: said before any load, well within the connect timeout."""
+    import time
+
+    from mlpe_fast.engine.dial import NO_H2C, PLAIN_HTTP
+    from mlpe_fast.sim.server import SimServer
+
+    sim = Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim"
+    with SimServer.start_in_thread() as running:  # HTTP/1.1 only
+        argv = [
+            *("run", "--no-progress", "--num-samples", "4", "--max-output-tokens", "4"),
+            *("--model", "mlpe-sim", "--tokenizer", str(sim / "tokenizer")),
+            *("--dataset", str(sim / "demo_prompts.jsonl"), "--report-dir", str(tmp_path / "r")),
+        ]
+        for extra, said in (
+            (["--endpoints", running.url, "--http2"], NO_H2C),
+            (["--endpoints", running.url.replace("http://", "https://")], PLAIN_HTTP),
+        ):
+            t0 = time.monotonic()
+            code = main([*argv, *extra])
+            took = time.monotonic() - t0
+            err = capsys.readouterr().err
+            assert code == 2 and err.count("\n") == 1 and said in err, err
+            assert "Traceback" not in err and took < 5  # the connect timeout is 10 s
+            assert not (tmp_path / "r").exists()  # before anything is written
+
+
 def test_the_api_key_is_never_written(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Not in config.yaml, events.jsonl, the report or the terminal, even when
     the endpoint quotes it back in its error."""
@@ -220,3 +250,42 @@ def test_the_api_key_is_never_written(capsys: pytest.CaptureFixture[str], tmp_pa
     assert any(p.name == "events.jsonl" for p in files)
     for text in [out, err, *(p.read_text(errors="replace") for p in files)]:
         assert key not in text
+
+
+def test_max_duration_caps_issuing(tmp_path: Path) -> None:
+    # --max-duration (the reference's max_duration_ms) ends the performance
+    # phase's issuing, whatever its count still asks for; what is in flight
+    # completes, so every issued request has its record.
+    config = _config(tmp_path, num_samples=1_000_000, max_duration_s=0.5)
+    with simulated_endpoint(("--ttft-ms", "2", "--itl-ms", "0.5")) as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    stats = result.stats
+    assert 8 < stats.issued < 1_000_000
+    assert stats.completed == stats.issued and result.state == "complete"
+    first_issue = min(r.t_issue for r in result.records)
+    last_issue = max(r.t_issue for r in result.records)
+    assert (last_issue - first_issue) / 1e9 < 0.5 + 0.25
+
+
+def test_a_failure_after_the_load_keeps_the_log_and_leaves_no_open_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import warnings
+
+    from mlpe_fast import runner
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug after the load")
+
+    monkeypatch.setattr(runner, "final_snapshot", broken)
+    config = _config(tmp_path, num_samples=16)
+    with simulated_endpoint(("--ttft-ms", "1", "--itl-ms", "0.2")) as endpoint:
+        with pytest.raises(RuntimeError, match="a bug after the load"):
+            asyncio.run(run_point(config, endpoint, progress=False))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+    lines = (tmp_path / "run" / "events.jsonl").read_text(encoding="utf-8").splitlines()
+    assert sum('"sample.complete"' in line for line in lines) == 16

@@ -147,44 +147,41 @@ def test_analyze_mistakes_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.count("\n") == 2 and "no events.jsonl" in err and "events.jsonl:1" in err
 
 
+def _start_run(endpoint: str, run: Path) -> subprocess.Popen[str]:
+    """`mlpe-fast run` for two minutes at c=4 (~0.2 s a request) into ``run``."""
+    src = Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim"
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "mlpe_fast", "run", "--no-progress", "--endpoints", endpoint),
+            *("--model", "m", "--tokenizer", str(src / "tokenizer")),
+            *("--dataset", str(src / "demo_prompts.jsonl"), "--concurrency", "4"),
+            *("--duration", "120s", "--max-output-tokens", "10", "--report-dir", str(run)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _wait_for_logged_queries(proc: subprocess.Popen[str], events: Path, n: int) -> None:
+    """Until ``events`` (flushed every second) holds ``n`` COMPLETE lines."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if events.is_file() and events.read_bytes().count(b'"sample.complete"') >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} queries in {events} in time (exit status {proc.poll()})")
+
+
 def test_sigint_leaves_an_interrupted_summary_and_every_record(tmp_path: Path) -> None:
     run = tmp_path / "run"
     with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "20")) as endpoint:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mlpe_fast",
-                "run",
-                "--no-progress",
-                "--endpoints",
-                endpoint,
-                "--model",
-                "m",
-                "--tokenizer",
-                str(Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim/tokenizer"),
-                "--dataset",
-                str(Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim/demo_prompts.jsonl"),
-                "--concurrency",
-                "4",
-                "--duration",
-                "120s",
-                "--max-output-tokens",
-                "10",
-                "--report-dir",
-                str(run),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        proc = _start_run(endpoint, run)
         try:
-            deadline = time.monotonic() + 30
-            while not (run / "metrics" / ".ready").exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(1.5)  # some requests done (~0.2 s each), some in flight
-            proc.send_signal(signal.SIGINT)
+            _wait_for_logged_queries(proc, run / "events.jsonl", 4)
+            assert not (run / "metrics" / ".ready").exists()  # not before the snapshot
+            proc.send_signal(signal.SIGINT)  # some requests done, some in flight
             _, err = proc.communicate(timeout=60)
         finally:
             if proc.poll() is None:
@@ -203,3 +200,50 @@ def test_sigint_leaves_an_interrupted_summary_and_every_record(tmp_path: Path) -
     assert issued == completed
     assert len(issued) == summary["n_samples_issued"]
     assert lines[-1]["event_type"] == "session.ended"
+    assert (run / "metrics" / "final_snapshot.json").is_file()
+    assert (run / "metrics" / ".ready").is_file()
+    # analyze reads the Cancelled records as the interruption they were
+    analysis = analyze(run)
+    assert analysis.summary["state"] == "interrupted" and analysis.summary["complete"] is False
+    assert summary_differences(summary, analysis.summary) == []
+    assert analysis.interrupted is not None and "were cancelled" in analysis.interrupted
+
+
+def test_sigkill_leaves_a_log_that_analyze_calls_interrupted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "20")) as endpoint:
+        proc = _start_run(endpoint, run)
+        try:
+            _wait_for_logged_queries(proc, run / "events.jsonl", 4)
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    # what was flushed, and no sign of a finished point
+    assert _files(run) == {"config.yaml", "events.jsonl"}
+    text = (run / "events.jsonl").read_text()
+    whole = text[: text.rfind("\n") + 1]  # a kill in mid-write may cut the last line
+    lines = [json.loads(x) for x in whole.splitlines()]
+    issued = [e for e in lines if e["event_type"] == "sample.issued"]
+    completed = [e for e in lines if e["event_type"] == "sample.complete"]
+    assert "session.ended" not in {e["event_type"] for e in lines}
+    analysis = analyze(run)
+    summary = analysis.summary
+    assert summary["state"] == analysis.snapshot["state"] == "interrupted"
+    assert summary["complete"] is False
+    assert summary["n_samples_issued"] == len(issued) >= 4
+    assert summary["n_samples_completed"] == len(completed)
+    assert analysis.interrupted is not None
+    assert analysis.interrupted.startswith(
+        "the log has no session.ended line: the run did not end (killed?); "
+        f"the figures cover the {len(issued)} queries that were logged"
+    )
+    assert main(["analyze", str(run)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"mlpe-fast analyze: interrupted: {analysis.interrupted}\n"
+    assert "WARNING: run was interrupted" in captured.out

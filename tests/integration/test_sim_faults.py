@@ -29,6 +29,7 @@ from mlpe_fast.sim.server import (
     build_arg_parser,
     config_from_args,
 )
+from mlpe_fast.sim.timing import Dist
 from tests.integration.test_sim_server import (
     CHAT,
     COMPLETIONS,
@@ -402,6 +403,52 @@ def test_no_done_and_double_done(serve: Any) -> None:
     assert sim.stats.responses == 2
 
 
+@pytest.mark.parametrize("path", [CHAT, COMPLETIONS])
+def test_interrupt(serve: Any, path: str) -> None:
+    """llama.cpp's interrupt_requests: the first half of the tokens, then
+    [DONE] with no finish reason and no usage chunk, the last chunk, and a
+    FIN although the head kept the connection."""
+    sim = serve("interrupt")
+    asked = {"stream": True, "max_tokens": 10, "stream_options": {"include_usage": True}}
+    body = chat_body(**asked) if path == CHAT else completion_body(**asked)
+    wire = exchange(sim.port, request_bytes("POST", path, body))
+    assert wire.status == 200 and wire.header("connection") is None and wire.ending == "eof"
+    chunks = dechunk(wire.body)
+    assert chunks.last and chunks.rest == b""  # the body ended properly
+    datas = events(chunks.data)
+    roles = 1 if path == CHAT else 0
+    assert len(datas) == roles + 5 + 1 and datas[-1] == b"[DONE]"
+    assert len(tokens_of(datas)) == 5
+    docs = [json.loads(data) for data in datas[:-1]]
+    assert all(doc["choices"][0]["finish_reason"] is None and "usage" not in doc for doc in docs)
+    # not streamed: the first half of the text, finish_reason null, then FIN
+    wire = exchange(sim.port, request_bytes("POST", path, {**body, "stream": False}))
+    assert wire.status == 200 and wire.header("connection") is None and wire.ending == "eof"
+    choice = json.loads(wire.body)["choices"][0]
+    assert len(choice["message"]["content"] if path == CHAT else choice["text"]) == 5
+    assert choice["finish_reason"] is None
+    assert sim.stats.faults == {"interrupt": 2} and sim.stats.responses == 2
+
+
+@pytest.mark.parametrize("framing", ["chunked", "length"])
+def test_empty_done(serve: Any, framing: str) -> None:
+    """A 200 event stream of [DONE] alone, at once; a body with empty content
+    and finish_reason null; the connection kept."""
+    sim = serve("empty-done", framing=framing, ttft_ms=Dist("fixed", 2000))
+    with Client(sim.port) as c:
+        started = time.monotonic()
+        for path, body in ((CHAT, STREAM), (COMPLETIONS, completion_body(stream=True))):
+            resp = c.request("POST", path, body)
+            assert resp.status == 200 and resp.headers["content-type"] == "text/event-stream"
+            assert [data for _, data in resp.events()] == ["[DONE]"]
+        resp = c.request("POST", CHAT, chat_body(max_tokens=10))  # the same connection
+        choice = resp.json()["choices"][0]
+        assert choice["message"]["content"] == "" and choice["finish_reason"] is None
+        assert resp.json()["usage"]["completion_tokens"] == 0
+        assert time.monotonic() - started < 1.5  # at once, not at the first token's deadline
+    assert sim.stats.faults == {"empty-done": 3} and sim.stats.responses == 3
+
+
 @pytest.mark.parametrize("body", [STREAM, chat_body(max_tokens=3)])
 def test_close_after_response(serve: Any, body: dict[str, Any]) -> None:
     sim = serve("close-after-response")
@@ -528,7 +575,8 @@ def h2_events(body: bytes) -> list[bytes] | None:
     "fault",
     ["reset-before-head", "reset-mid-stream", "reset-after-last", "status-429", "status-503",
      "malformed-event", "invalid-utf8", "oversized-event", "no-done", "double-done", "garbage",
-     "stall", "truncated-chunk", "bad-chunk-size", "slow-head", "close-after-response"],
+     "stall", "truncated-chunk", "bad-chunk-size", "slow-head", "close-after-response",
+     "interrupt", "empty-done"],
 )  # fmt: skip
 def test_http2(serve: Any, fault: str) -> None:
     """Half of eight streams on one connection get the fault, if it applies
@@ -570,6 +618,12 @@ def test_http2(serve: Any, fault: str) -> None:
             assert b"[DONE]" not in datas
         elif fault == "double-done":
             assert r.ended and datas is not None and datas[-2:] == [b"[DONE]", b"[DONE]"]
+        elif fault == "interrupt":  # the role chunk, 5 tokens, [DONE], END_STREAM
+            assert r.ended and r.status == 200 and datas is not None and len(datas) == 1 + 5 + 1
+            assert datas[-1] == b"[DONE]" and len(tokens_of(datas)) == 5
+            assert all(json.loads(d)["choices"][0]["finish_reason"] is None for d in datas[:-1])
+        elif fault == "empty-done":
+            assert r.ended and r.status == 200 and datas == [b"[DONE]"]
         elif fault == "garbage":
             assert r.ended and r.status == 200 and len(r.body) == 64 * 1024
             assert b"\n" not in r.body and b"\r" not in r.body

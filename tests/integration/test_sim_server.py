@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import socket
 import statistics
@@ -1051,6 +1052,56 @@ def test_serve_forever_cli_prints_url_and_stops_on_sigterm() -> None:
             proc.communicate()
     assert proc.returncode == 0, err
     assert err == ""
+
+
+def _serve(*flags: str, user: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*user, sys.executable, "-m", "mlpe_fast", "serve", *flags],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_serve_where_it_cannot_listen_is_one_line_and_status_2() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        in_use = _serve("--port", str(port))
+        sim = subprocess.run(
+            [sys.executable, "-m", "mlpe_fast.sim.server", "--port", str(port)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert in_use.returncode == 2 and in_use.stderr.count("\n") == 1, in_use.stderr
+    assert in_use.stderr.startswith(f"mlpe-fast serve: port {port} on 127.0.0.1 is in use: ")
+    assert "--port" in in_use.stderr
+    assert sim.returncode == 2 and sim.stderr.count("\n") == 1, sim.stderr
+    # An address that is not this machine's (TEST-NET-1), and a name that is none.
+    for host in ("192.0.2.1", "no such host"):
+        bad = _serve("--host", host)
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+        assert bad.stderr.startswith(f"mlpe-fast serve: --host {host}: not an address")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="privileged ports as Linux has them")
+def test_serve_on_a_privileged_port_is_one_line_and_status_2() -> None:
+    start = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+    if not start.is_file() or int(start.read_text()) <= 80:
+        pytest.skip("port 80 needs no privilege here")
+    user: tuple[str, ...] = ()
+    if os.geteuid() == 0:  # root may bind it: run as nobody
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv")
+        user = (setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups")
+    denied = _serve("--port", "80", user=user)
+    assert denied.returncode == 2 and denied.stderr.count("\n") == 1, denied.stderr
+    assert "port 80 on 127.0.0.1" in denied.stderr and "need privileges" in denied.stderr
 
 
 # --- the pre-encoded path matches the encoders ---------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mlpe_fast import runner
 from mlpe_fast.cli import main
 from mlpe_fast.sim import __file__ as sim_init
 
@@ -50,6 +51,11 @@ def test_a_curve_writes_a_folder_per_point_and_resumes(
     assert [p["offline"] for p in curve] == ["none", "none", "none", "dedicated"]
     assert all(p["system_tps"] > 0 for p in curve)
     assert "curve" in out and "Offline (dedicated)" in out
+    # The plan comes before the first point, the short list is warned about.
+    plan = out[: out.index("run folder:")]
+    assert "plan: a curve of 4 points (3 at fixed concurrency + a dedicated Offline point" in plan
+    assert f"  r{DEMO_SIZE}  " in plan and "dedicated" in plan and "12 samples" in plan
+    assert "warning: point-count: 4 points, the checker needs at least 8" in plan
     html = (report / "pareto.html").read_text(encoding="utf-8")
     assert "Offline (dedicated)" in html and "http://" not in html
 
@@ -58,7 +64,80 @@ def test_a_curve_writes_a_folder_per_point_and_resumes(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.count("complete already: skipped") == 4
+    assert "expected: nothing to measure (4 reused)" in out
     assert {p: p.stat().st_mtime_ns for p in report.rglob("result_summary.json")} == before
+
+
+def test_a_point_measured_with_other_settings_is_not_reused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "curve"
+    argv = ["run", "--no-progress", "--concurrency", "1,2", "--offline", "none"]
+    argv += ["--num-samples", "4", "--report-dir", str(report)]
+    assert main([*argv, "--max-output-tokens", "2"]) == 0
+    r1 = report / "r1" / "performance" / "result_summary.json"
+    summary = json.loads(r1.read_text())
+    summary["state"] = "interrupted"  # r1 would be measured again, r2 reused
+    r1.write_text(json.dumps(summary))
+    before = {p: p.stat().st_mtime_ns for p in report.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*argv, "--max-output-tokens", "3"]) == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.splitlines()
+    assert f"{report / 'r2'} was measured with other settings than this run's: " in line
+    assert "model_params.max_new_tokens (--max-output-tokens) 2 -> 3;" in line
+    assert f"another --report-dir, or remove r2 from {report}" in line
+    # Refused before anything was measured: r1 is still the interrupted one.
+    assert {p: p.stat().st_mtime_ns for p in report.rglob("*") if p.is_file()} == before
+
+
+def test_a_dedicated_offline_point_may_not_take_a_levels_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "curve"
+    argv = ["run", "--no-progress", "--concurrency", f"1,{DEMO_SIZE}", "--num-samples", "4"]
+    argv += ["--max-output-tokens", "2", "--report-dir", str(report)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"the dedicated Offline point and the concurrency-{DEMO_SIZE} point" in line
+    assert f"share the folder r{DEMO_SIZE}" in line
+    assert f"drop {DEMO_SIZE} from --concurrency, use --offline elected" in line
+    assert not report.exists()
+
+
+def test_a_dry_run_prints_the_plan_and_measures_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_endpoint(*args: object) -> None:
+        raise AssertionError("a dry run started the simulated endpoint")
+
+    monkeypatch.setattr(runner, "simulated_endpoint", no_endpoint)
+    report = tmp_path / "curve"
+    argv = ["run", "--concurrency", "1,2", "--duration", "300ms", "--report-dir", str(report)]
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("plan: a curve of 3 points")
+    assert out[2].split() == ["r1", "1", "low_latency", "-", "no", "0.3", "s", "or", "more"]
+    assert out[4].split()[:4] == [f"r{DEMO_SIZE}", str(DEMO_SIZE), "submitters_choice", "dedicated"]
+    assert out[5] == (
+        "expected: at least 0.6 s for 2 points sized by duration, plus 1 point sized by"
+        " sample count, as long as the endpoint takes"
+    )
+    assert any("warning: point-count: 3 points" in line for line in out)
+    assert out[-1].startswith("mlpe-fast: dry run: no request sent")
+    assert not report.exists()
+    # One point, against an endpoint that is not there: never contacted.
+    one = ["run", "--endpoints", "http://127.0.0.1:9", "--model", "m"]
+    one += ["--dataset", str(DEMO_PROMPTS), "--report-dir", str(report), "--dry-run"]
+    assert main(one) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"plan: one point: concurrency 1, {DEMO_SIZE} samples (one dataset pass), into {report}"
+    )
+    assert not report.exists()
+    # A bad dataset fails as it would in a run.
+    bad = ["run", "--endpoints", "http://127.0.0.1:9", "--model", "m", "--dry-run"]
+    assert main([*bad, "--dataset", str(tmp_path / "none.jsonl")]) == 2
+    assert "not found" in capsys.readouterr().err
 
 
 def test_an_interrupted_point_is_measured_again(

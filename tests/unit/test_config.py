@@ -552,7 +552,7 @@ def test_env_default_and_dollar_escape(tmp_path: Path, monkeypatch: pytest.Monke
 def test_config_yaml_layout_and_redaction(tmp_path: Path) -> None:
     config = run(
         "--endpoints",
-        "http://user:pw@host:8000/?api_key=abc&x=1",
+        "http://host:8000/",
         "--model",
         "m",
         "--api-key",
@@ -571,7 +571,7 @@ def test_config_yaml_layout_and_redaction(tmp_path: Path) -> None:
     path = tmp_path / "run" / "config.yaml"
     write_config_yaml(path, config)
     text = path.read_text(encoding="utf-8")
-    assert "sk-secret" not in text and "pw" not in text and "abc" not in text
+    assert "sk-secret" not in text
     written = yaml.safe_load(text)
     assert list(written) == [
         "name",
@@ -604,7 +604,7 @@ def test_config_yaml_layout_and_redaction(tmp_path: Path) -> None:
     }
     assert written["settings"]["load_pattern"] == {"type": "concurrency", "target_concurrency": 4}
     assert written["endpoint_config"] == {
-        "endpoints": ["http://<redacted>@host:8000/?api_key=%3Credacted%3E&x=1"],
+        "endpoints": ["http://host:8000"],
         "api_key": "<redacted>",
         "api_type": "openai",
     }
@@ -766,3 +766,109 @@ def test_missing_ca_bundle_is_one_line() -> None:
     )
     message = usage_error(config={"mlpe_fast": {"ca_bundle": "/no/such/ca.pem"}})
     assert message == "mlpe_fast.ca_bundle: file not found: /no/such/ca.pem"
+
+
+# Endpoints and the API key ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "base"),
+    [
+        ("http://h:8000", "http://h:8000"),
+        ("http://h:8000/", "http://h:8000"),
+        ("http://h:8000/v1", "http://h:8000"),
+        ("http://h:8000/v1/", "http://h:8000"),
+        ("http://h:8000/v1/chat/completions", "http://h:8000"),
+        ("https://h/proxy/v1", "https://h/proxy"),
+        ("https://h/proxy", "https://h/proxy"),
+        ("http://[::1]:8000/v1", "http://[::1]:8000"),
+    ],
+)
+def test_endpoint_base_url_drops_v1_and_the_route(given: str, base: str) -> None:
+    # The OpenAI SDK's and vLLM's base URLs end in /v1; the route is ours to add.
+    assert run("--endpoints", given, "--model", "m").endpoints == (base,)
+
+
+def test_endpoint_with_the_completions_route_takes_its_api_type() -> None:
+    config = run(
+        "--endpoints",
+        "http://h/v1/completions",
+        "--model",
+        "m",
+        "--api-type",
+        "openai-completions",
+    )
+    assert config.endpoints == ("http://h",)
+    message = usage_error("--endpoints", "http://h/v1/completions", "--model", "m")
+    assert "names the route /v1/completions" in message
+    assert "--api-type openai-completions" in message
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("http://[::1", "is not a usable URL (Invalid IPv6 URL"),
+        ("http://h:99999", "is not a usable URL (Port out of range"),
+        ("http://h:8000?api-version=1", "a base URL has no query or fragment"),
+        ("http://user:pw@h:8000", "credentials in the URL (user:password@host) are not sent"),
+        ("ftp://h", "is not an http:// or https:// URL"),
+        ("http://", "has no host"),
+    ],
+)
+def test_bad_endpoint_urls_are_one_line(given: str, said: str) -> None:
+    assert said in usage_error("--endpoints", given, "--model", "m")
+
+
+def test_two_endpoints_are_kept_in_order_and_not_twice() -> None:
+    config = run("--endpoints", "http://a:1", "http://b:2/v1", "--model", "m")
+    assert config.endpoints == ("http://a:1", "http://b:2")
+    assert "listed twice" in usage_error(
+        "--endpoints", "http://a:1", "http://a:1/v1", "--model", "m"
+    )
+
+
+def test_api_key_from_a_file_or_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    endpoint = ("--endpoints", "http://h", "--model", "m")
+    assert run(*endpoint).api_key is None
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-file\n# a comment line\n", encoding="utf-8")
+    assert run(*endpoint, "--api-key-file", str(key_file)).api_key == "sk-file"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    assert run(*endpoint).api_key == "sk-env"
+    # the flags win over the environment; the demo (no endpoint) sends none
+    assert run(*endpoint, "--api-key", "sk-flag").api_key == "sk-flag"
+    assert run(*endpoint, "--api-key-file", str(key_file)).api_key == "sk-file"
+    assert run().api_key is None
+    config = {"mlpe_fast": {"api_key_file": str(key_file)}}
+    assert run(*endpoint, config=config).api_key == "sk-file"
+
+
+def test_api_key_file_mistakes_are_one_line(tmp_path: Path) -> None:
+    endpoint = ("--endpoints", "http://h", "--model", "m")
+    missing = tmp_path / "missing"
+    assert "cannot read the API key" in usage_error(*endpoint, "--api-key-file", str(missing))
+    empty = tmp_path / "empty"
+    empty.write_text("\n", encoding="utf-8")
+    assert "the file is empty" in usage_error(*endpoint, "--api-key-file", str(empty))
+    both = usage_error(*endpoint, "--api-key", "k", "--api-key-file", str(empty))
+    assert "give the API key one way" in both
+
+
+def test_api_key_from_a_file_is_redacted_in_config_yaml(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-secret", encoding="utf-8")
+    config = run("--endpoints", "http://h", "--model", "m", "--api-key-file", str(key_file))
+    path = tmp_path / "config.yaml"
+    write_config_yaml(path, config, endpoints=list(config.endpoints))
+    text = path.read_text(encoding="utf-8")
+    assert "sk-secret" not in text
+    assert "<redacted>" in text
+
+
+def test_send_max_tokens_flag_and_yaml() -> None:
+    assert run().send_max_tokens is False
+    assert run("--send-max-tokens").send_max_tokens is True
+    assert run(config={"mlpe_fast": {"send_max_tokens": True}}).send_max_tokens is True

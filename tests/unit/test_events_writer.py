@@ -417,3 +417,47 @@ def test_a_run_killed_mid_way_leaves_whole_lines(tmp_path: Path) -> None:
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
     assert len(lines) - 1 == 1 + 2 * 100
     writer.close()
+
+
+class _ShortWrites:
+    """A file whose every write takes at most ``most`` bytes (as an
+    unbuffered write may, interrupted or on a full disk); it fails once when
+    ``fail_at`` bytes are in."""
+
+    def __init__(self, file: Any, most: int, fail_at: int | None = None) -> None:
+        self.file, self.most, self.fail_at = file, most, fail_at
+        self.written = 0
+
+    def write(self, data: Any) -> int:
+        if self.fail_at is not None and self.written >= self.fail_at:
+            self.fail_at = None
+            raise OSError(28, "No space left on device")
+        n = self.file.write(bytes(data[: self.most]))
+        self.written += n
+        return int(n)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def test_a_flush_writes_every_byte_even_in_short_writes(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=False)
+    writer._live = _ShortWrites(writer._live, most=7)
+    writer.session(SESSION_STARTED, 10)
+    for i in range(20):
+        writer.record(record(f"{i:032x}", i, 100 + i, 200 + i), "p" * 50)
+    writer.flush()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) - 1 == 1 + 2 * 20
+    assert all(json.loads(line) for line in lines[:-1])
+    # A write that fails: what it did not take goes first in the next flush.
+    writer._live = _ShortWrites(writer._live.file, most=5, fail_at=12)
+    writer.record(record("f" * 32, 99, 300, 400), "q")
+    with pytest.raises(OSError):
+        writer.flush()
+    writer.flush()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
+    assert len(lines) - 1 == 1 + 2 * 21
+    writer.close()

@@ -132,6 +132,20 @@ def test_chat_body_non_streaming_and_sampling() -> None:
     assert "stream" not in body  # as the reference when not streaming
 
 
+def test_chat_body_with_max_tokens_too() -> None:
+    # --send-max-tokens: for servers that honour only the older field.
+    (template,) = build_body_templates(
+        dataset(Sample(prompt="hi")),
+        model="m",
+        max_output_tokens=64,
+        salt=False,
+        send_max_tokens=True,
+    )
+    body = json.loads(template.render())
+    assert (body["max_completion_tokens"], body["max_tokens"]) == (64, 64)
+    assert list(body).index("max_tokens") == list(body).index("max_completion_tokens") + 1
+
+
 def test_completions_body() -> None:
     (template,) = build_body_templates(
         dataset(Sample(prompt="once upon")),

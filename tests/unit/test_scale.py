@@ -99,6 +99,20 @@ def test_book_stops_exactly_at_its_limit() -> None:
     assert book.query(3)[1] is None
 
 
+def test_shared_book_grants_the_fair_share_of_what_is_left() -> None:
+    # Two engines under a count of 12 with blocks of 16: without the fair
+    # share the first took all 12 and the point ran at half its concurrency.
+    book = LeaseBook(shuffled_order(10, 1), None, limit=12, sharers=2)
+    assert [len(book.grant(16) or ()) for _ in range(5)] == [6, 3, 2, 1, 0]
+    book = LeaseBook(shuffled_order(10, 1), None, limit=48, sharers=2)
+    sizes = []
+    while (lease := book.grant(16)) is not None:
+        sizes.append(len(lease))
+    assert sizes == [16, 16, 8, 4, 2, 1, 1] and book.granted == 48
+    with pytest.raises(ValueError, match="at least one sharer"):
+        LeaseBook(shuffled_order(10, 1), None, limit=1, sharers=0)
+
+
 def test_closing_at_a_pass_boundary() -> None:
     book = LeaseBook(shuffled_order(10, 1), None, limit=None)
     assert book.grant(13) is not None

@@ -289,3 +289,15 @@ def test_tps_per_user_is_1000_over_tpot_p90_ms() -> None:
 def test_token_error_marks_tokens_incomplete() -> None:
     st = point_stats([rec(0, 1, 10)], counts([3], [2], error="token counting failed"))
     assert not st.tokens_complete
+
+
+def test_a_non_streaming_run_has_no_streaming_series() -> None:
+    # The reference registers ttft_ns and tpot_ns for streaming runs only
+    # (spec §3.5); final_snapshot refuses them otherwise.
+    records = [rec(0, None, 5 * MS, streamed=False), rec(MS, None, 7 * MS, streamed=False)]
+    streamed = point_stats(records, counts([4, 6], [0, 0]))
+    assert {"ttft_ns", "tpot_ns"} <= set(streamed.raw.series)
+    plain = point_stats(records, counts([4, 6], [0, 0]), streaming=False)
+    assert set(plain.raw.series) == {"sample_latency_ns", "osl", "isl"}
+    assert plain.ttft is None and plain.tpot is None
+    assert plain.osl_total == 10 and plain.completed == 2

@@ -65,7 +65,7 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import msgspec
 
@@ -182,11 +182,16 @@ class ErrorData(
     error_message: str = ""
 
 
+#: A ``CLOCK_MONOTONIC`` stamp: any int64 (a larger one in a log is garbage,
+#: refused as the line is read rather than overflowing the metrics' arrays).
+_Stamp = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class EventRecord(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     """One line of ``events.jsonl``."""
 
     event_type: str
-    timestamp_ns: int
+    timestamp_ns: _Stamp
     sample_uuid: str = ""
     conversation_id: str = ""
     turn: int | None = None
@@ -203,9 +208,17 @@ def read_events(path: str | os.PathLike[str]) -> list[EventRecord]:
     return _DECODER.decode_lines(Path(path).read_bytes())
 
 
-def iter_events(path: str | os.PathLike[str]) -> Iterator[EventRecord]:
+def iter_events(
+    path: str | os.PathLike[str], *, cut_tail: list[int] | None = None
+) -> Iterator[EventRecord]:
     """The records of an ``events.jsonl``, line by line, for the commands that
     read a run folder back (``analyze``, ``score``).
+
+    Args:
+        cut_tail: when given, a last line that was cut short (no newline
+            after it, and not a whole record: a writer killed mid-write,
+            the disk full) is left out and its line number appended here,
+            rather than raising, unless it is the only line.
 
     Raises:
         UsageError: the file cannot be read, or a line is not an event
@@ -215,12 +228,17 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[EventRecord]:
         data = Path(path).read_bytes()
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror or error}") from None
-    for number, line in enumerate(data.splitlines(), 1):
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             yield _DECODER.decode(line)
         except (msgspec.DecodeError, msgspec.ValidationError) as error:
+            # The last line with no newline after it, after a whole one.
+            if cut_tail is not None and number == len(lines) > 1:
+                cut_tail.append(number)
+                return
             raise UsageError(f"{path}:{number}: not an event record: {error}") from None
 
 
@@ -364,8 +382,10 @@ class EventsWriter:
         self._session_lines: list[bytes] = []
         self._buffered = 0
         self._closed = False
-        # Whole lines only reach the live file, one write per flush, so that
-        # a kill leaves no half line behind.
+        # Whole lines only reach the live file, one write per flush (looped
+        # over short writes), so that a kill between flushes leaves no half
+        # line behind; one in the very middle of a write can cut the last
+        # line, which readers drop (iter_events' cut_tail).
         self._live: IO[bytes] | None = None
         self._live_lines: list[bytes] = []
         if live:
@@ -548,8 +568,17 @@ class EventsWriter:
     def flush(self) -> None:
         """Hands the lines written so far to the operating system (``live``)."""
         if self._live is not None and self._live_lines and not self._closed:
-            self._live.write(b"".join(self._live_lines))
+            # An unbuffered write may take only part of the bytes (a signal,
+            # a full disk): what is left goes in the next write, so that a
+            # line is never left half written by a flush that returned.
+            view = memoryview(b"".join(self._live_lines))
             self._live_lines.clear()
+            try:
+                while view:
+                    view = view[self._live.write(view) :]
+            except BaseException:
+                self._live_lines.append(bytes(view))  # first in the next flush
+                raise
 
     def close(self) -> None:
         """Replaces the file with the final one (segments and session lines in

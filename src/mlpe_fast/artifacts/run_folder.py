@@ -14,11 +14,17 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     ├── steady_state.json                 the steady-state analysis (spec §1.4) and its
     │                                     point.yaml block (fixed-concurrency points)
     └── metrics/final_snapshot.json       the counters and series the summary came from
-        metrics/.ready                    touched when counting is ready, at the start
+        metrics/.ready                    touched once final_snapshot.json is written
 
-``config.yaml`` and ``metrics/.ready`` are written before the load starts,
-so that a folder that cannot be written is a one-line mistake at once, not
-a lost run; the rest when the point ends, interrupted or not.
+``config.yaml`` is written before the load starts, after a check that
+``metrics/`` can be written, so that a folder that cannot be written is a
+one-line mistake at once, not a lost run; the rest when the point ends,
+interrupted or not.  ``metrics/.ready`` comes last, once the final snapshot
+is on disk: a folder without it holds no finished point (a killed run leaves
+only ``config.yaml`` and the ``events.jsonl`` flushed so far).  The
+reference touches its ``.ready`` when its metrics aggregator starts (spec
+§3.1), so there the file says nothing about how the run ended; here it
+does.
 """
 
 from __future__ import annotations
@@ -95,15 +101,24 @@ class RunFolder:
     def final_snapshot(self) -> Path:
         return self.path / "metrics" / "final_snapshot.json"
 
+    @property
+    def ready(self) -> Path:
+        return self.path / "metrics" / ".ready"
+
     def prepare(self) -> None:
-        """Creates the folder and ``metrics/.ready``.
+        """Creates the folder and ``metrics/``, checks that a file can be
+        written there, and removes a ``metrics/.ready`` an earlier point left
+        in the same folder (module doc: it is touched by :meth:`write_results`).
 
         Raises:
             UsageError: the folder cannot be written (one line, exit 2).
         """
+        probe = self.path / "metrics" / ".write-check"
         try:
-            (self.path / "metrics").mkdir(parents=True, exist_ok=True)
-            (self.path / "metrics" / ".ready").touch()
+            probe.parent.mkdir(parents=True, exist_ok=True)
+            probe.touch()
+            probe.unlink()
+            self.ready.unlink(missing_ok=True)
         except OSError as error:
             raise UsageError(
                 f"--report-dir {self.path}: cannot write there: {error.strerror or error}"
@@ -111,10 +126,12 @@ class RunFolder:
 
     def write_results(self, summary: dict[str, Any], snapshot: dict[str, Any], report: str) -> None:
         """``performance/result_summary.json``, ``metrics/final_snapshot.json``
-        and ``report.txt``."""
+        (then ``metrics/.ready``) and ``report.txt``."""
         self.result_summary.parent.mkdir(parents=True, exist_ok=True)
         # As the reference writes them: the snapshot with the standard
         # library's json, the summary with msgspec (artifacts.summary).
+        self.final_snapshot.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.final_snapshot, snapshot, encoder="stdlib")
+        self.ready.touch()
         write_json(self.result_summary, summary)
         self.report_txt.write_text(report, encoding="utf-8")

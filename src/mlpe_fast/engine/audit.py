@@ -37,6 +37,7 @@ import numpy as np
 from ._reader import monotonic_ns
 from ._receive import ArrivalClock
 from .record import RequestRecord
+from .replicas import Replicas
 
 if TYPE_CHECKING:
     from .client import Client
@@ -65,7 +66,12 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
     clock_map: ClockMapFigures | None = None
 
     @classmethod
-    def of(cls, client: Client) -> ClientTotals:
+    def of(cls, client: Client | Replicas) -> ClientTotals:
+        """The figures of ``client``, summed over its members for
+        :class:`~.replicas.Replicas`."""
+        if isinstance(client, Replicas):
+            first, *rest = client.members
+            return cls.of(first).plus(*(cls.of(member) for member in rest))
         clock = client.arrival_clock
         return cls(
             connections_opened=client.connections_opened,

@@ -74,7 +74,7 @@ class ClientConfigError(MlpeError, ValueError):
 class EndpointUnreachable(MlpeError, ConnectionError):
     """:meth:`Client.check_reachable` could not connect; the message says
     why, ``error_class`` names how (``ConnectError``, ``ConnectTimeout``,
-    ``TLSError``), as in a request's record."""
+    ``TLSError``, ``HTTP2Unsupported``), as in a request's record."""
 
     def __init__(self, error_class: str, message: str) -> None:
         super().__init__(message)
@@ -222,11 +222,13 @@ class Client:
     async def check_reachable(self) -> None:
         """Opens one connection to the endpoint (TLS included) and closes it,
         so that a run can refuse to start against an endpoint it cannot
-        reach.
+        reach, or that does not speak what the client will
+        (:func:`~.dial.probe`: h2c, TLS).
 
         Raises:
             EndpointUnreachable: with the reason (refused, timed out, the
-                server's certificate not accepted, ...).
+                server's certificate not accepted, ``--http2`` against an
+                HTTP/1.1-only server, ``https://`` against plain HTTP, ...).
         """
         try:
             await probe(self._endpoint, self._connect_timeout)

@@ -40,10 +40,34 @@ from .record import RequestRecord
 if TYPE_CHECKING:
     from .pool import ConnectionPool
 
-__all__ = ("Connection", "Exchange", "ReadStamps")
+__all__ = ("EMPTY_ANSWER", "Connection", "Exchange", "ReadStamps", "empty_answer_message")
 
 # A read core's (first_read_ns, done_read_ns, kernel_first, kernel_done).
 ReadStamps = tuple[int, int, bool, bool]
+
+
+EMPTY_ANSWER = "EmptyAnswer"
+"""The error class of a response that ended with neither output nor a finish
+reason (:meth:`Exchange.record`)."""
+
+
+def _is_empty_answer(summary: ResponseSummary) -> bool:
+    return (
+        summary.finish_reason is None
+        and not summary.content
+        and not summary.reasoning
+        and not summary.tool_calls
+    )
+
+
+def empty_answer_message(summary: ResponseSummary) -> str:
+    """Why an ``EmptyAnswer`` record failed, in one line."""
+    end = "data: [DONE]" if summary.done else "the end of the body"
+    return (
+        f"the response ended ({end}, {summary.events} events) with no output and no finish "
+        "reason: the endpoint cut it off (llama.cpp's interrupt_requests does so when the "
+        "next request arrives) or sent no choices"
+    )
 
 
 class Exchange:
@@ -102,7 +126,14 @@ class Exchange:
         reads: ReadStamps | None = None,
     ) -> RequestRecord:
         """The record of this exchange; ``reads`` are the read stamps of
-        ``summary``'s first token and end when they were arrival stamps."""
+        ``summary``'s first token and end when they were arrival stamps.
+
+        A whole 2xx response that carried no output at all (no content,
+        reasoning or tool call) and no finish reason is not an answer: it
+        fails as ``EmptyAnswer`` (:func:`empty_answer_message`), so that it
+        can never pass for a measured one."""
+        if error_class is None and _is_empty_answer(summary):
+            error_class, error_message = EMPTY_ANSWER, empty_answer_message(summary)
         t_issue = self.t_issue or t_end
         t_first, t_done = summary.t_first, summary.t_done
         kernel = False

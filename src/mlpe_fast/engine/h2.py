@@ -62,6 +62,7 @@ from ..wire._response import ResponseDecoder
 from ..wire.events import ResponseSummary
 from ._h2_reader import H2ReadCore
 from ._reader import monotonic_ns
+from .dial import NO_H2C
 
 if TYPE_CHECKING:
     from .connection import Exchange, ReadStamps
@@ -179,6 +180,12 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.pool.forget(self)
+        if not self._settings_seen and self.pool.endpoint.tls is None:
+            # h2c closed before the server's SETTINGS, its first frame: an
+            # HTTP/1.1 server answering our preface with an error (dial.NO_H2C).
+            why = f"{NO_H2C}; it closed the connection before any HTTP/2 frame"
+            self._end_all(monotonic_ns(), "HTTP2Unsupported", why)
+            return
         self._end_all(monotonic_ns(), "IncompleteResponse", "the connection closed mid-stream")
 
     def eof_received(self) -> bool:

@@ -44,6 +44,10 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     at the end of a body the server ended by closing is the read that saw
     the close either way (the kernel stamps data, not the close).
 
+    ``endpoint`` is the index of the endpoint that served the request, in
+    the order the run was given them (0 with one endpoint; see
+    :mod:`.replicas`).
+
     ``error_class`` is ``None`` for a complete 2xx response; otherwise it
     names what went wrong (a :class:`mlpe_fast.errors.ProtocolError` subclass
     such as ``IncompleteResponse``, ``HTTPStatusError``, ``ConnectError``,
@@ -65,6 +69,7 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     t_first_read: int | None = None
     t_done_read: int | None = None
     kernel_stamps: bool = False
+    endpoint: int = 0
 
     @property
     def ok(self) -> bool:

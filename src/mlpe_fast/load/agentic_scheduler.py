@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from ..engine._reader import monotonic_ns
-from ..engine.client import Client
 from ..engine.record import RequestRecord
+from ..engine.replicas import AnyClient
 from ..wire.events import NO_RESPONSE
 from .agentic import AgenticDataset, ClientTurn, Trajectory, instance_of, salt_markers
 
@@ -127,7 +127,7 @@ class _Active:
 
 
 async def run_agentic(
-    client: Client,
+    client: AnyClient,
     dataset: AgenticDataset,
     phase: AgenticPhase,
     body_of: Callable[[Trajectory, ClientTurn, tuple[str, str] | None], bytes],

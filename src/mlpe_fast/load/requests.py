@@ -18,7 +18,8 @@ and ``completions_adapter.py``):
 * chat (``api_type="openai"``, ``POST /v1/chat/completions``)::
 
     {"model", "messages": [system?, user] or the sample's messages,
-     "temperature"?, "max_completion_tokens", "stream"?, "stream_options"?,
+     "temperature"?, "max_completion_tokens", "max_tokens"? (--send-max-tokens),
+     "stream"?, "stream_options"?,
      "seed"?, "top_p"?, "top_k"?, "repetition_penalty"?,
      "presence_penalty"?, "frequency_penalty"?, "chat_template_kwargs"?}
 
@@ -133,6 +134,7 @@ def build_body_templates(
     max_output_tokens: int = 1024,
     sampling: Mapping[str, Any] | None = None,
     salt: bool = True,
+    send_max_tokens: bool = False,
 ) -> tuple[BodyTemplate, ...]:
     """Encodes every sample's body once.
 
@@ -147,6 +149,9 @@ def build_body_templates(
             ``frequency_penalty``, ``chat_template_kwargs``; None values are
             left out.
         salt: split each body where the salt goes.
+        send_max_tokens: a chat body carries ``max_tokens`` beside
+            ``max_completion_tokens`` (for servers that honour only the
+            older field; ``metrics/answers.py`` detects them).
 
     Raises:
         UsageError: a sample the API type cannot send, or cannot salt.
@@ -165,6 +170,7 @@ def build_body_templates(
                 max_output_tokens=max_output_tokens,
                 extra=extra,
                 salt=salt,
+                send_max_tokens=send_max_tokens,
             )
         elif api_type == "openai-completions":
             doc, salted = _completions_doc(
@@ -199,6 +205,7 @@ def templates_for(dataset: Dataset, config: RunConfig, *, salt: bool) -> tuple[B
         max_output_tokens=config.max_output_tokens,
         sampling=config.generation.as_dict(),
         salt=salt,
+        send_max_tokens=config.send_max_tokens,
     )
 
 
@@ -210,6 +217,7 @@ def _chat_doc(
     max_output_tokens: int,
     extra: Mapping[str, Any],
     salt: bool,
+    send_max_tokens: bool = False,
 ) -> tuple[dict[str, Any], str | None]:
     salted: str | None = None
     messages: list[dict[str, Any]]
@@ -232,6 +240,8 @@ def _chat_doc(
     if "temperature" in extra:
         doc["temperature"] = extra["temperature"]
     doc["max_completion_tokens"] = max_output_tokens
+    if send_max_tokens:
+        doc["max_tokens"] = max_output_tokens
     if stream:
         doc["stream"] = True
         doc["stream_options"] = {"include_usage": True}

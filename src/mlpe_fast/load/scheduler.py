@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..engine._reader import monotonic_ns
-from ..engine.client import Client
 from ..engine.record import RequestRecord
+from ..engine.replicas import AnyClient
 
 __all__ = ("Phase", "RequestSource", "run_phase")
 
@@ -91,7 +91,7 @@ class Phase:
 
 
 async def run_phase(
-    client: Client,
+    client: AnyClient,
     source: RequestSource,
     phase: Phase,
     on_record: Callable[[RequestRecord], object],

@@ -211,6 +211,7 @@ def point_stats(
     counts: TokenCounts | None = None,
     *,
     tracking_start_ns: int | None = None,
+    streaming: bool = True,
 ) -> PointStats:
     """Computes :class:`PointStats` for the records of one point.
 
@@ -222,6 +223,10 @@ def point_stats(
         tracking_start_ns: when performance tracking started (after
             warm-up).  Records issued before it are left out and the window
             starts there; by default the window starts at the first issue.
+        streaming: whether the run asked for streamed responses.  A
+            non-streaming run has no ``ttft_ns`` and ``tpot_ns`` series at
+            all (the reference registers them for streaming runs only,
+            spec §3.5), rather than empty ones.
 
     Raises:
         ValueError: ``counts`` does not have one entry per record.
@@ -327,12 +332,13 @@ def point_stats(
         elif reason != "none":
             other += n_reason
     counters["tracked_finish_reason_other"] = other
-    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {
-        "ttft_ns": ttft_values,
-        "sample_latency_ns": latency_values,
-    }
+    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {}
+    if streaming:
+        series["ttft_ns"] = ttft_values
+    series["sample_latency_ns"] = latency_values
     if counts is not None:
-        series["tpot_ns"] = tpot_values
+        if streaming:
+            series["tpot_ns"] = tpot_values
         series["osl"] = osl_values
         isl_values = counts.isl[tracked]
         series["isl"] = isl_values[isl_values >= 0]

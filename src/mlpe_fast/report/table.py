@@ -93,6 +93,13 @@ def _requests(stats: PointStats) -> list[tuple[str, str]]:
     return rows
 
 
+def _share(share: Mapping[str, object]) -> str:
+    return (
+        f"{share.get('url')}: {share.get('completed', 0):,} done, "
+        f"{share.get('failed', 0):,} failed of {share.get('issued', 0):,}"
+    )
+
+
 def _latency_table(stats: PointStats) -> list[str]:
     series: list[tuple[str, Distribution | None, str]] = [
         ("TTFT", stats.ttft, "no streamed response" if stats.streamed == 0 else "no first token"),
@@ -177,7 +184,12 @@ def _audit(audit: Mapping[str, object]) -> list[tuple[str, str]]:
 
 
 def render(
-    stats: PointStats, audit: Mapping[str, object] | None = None, *, title: str | None = None
+    stats: PointStats,
+    audit: Mapping[str, object] | None = None,
+    *,
+    title: str | None = None,
+    warnings: Sequence[str] = (),
+    endpoints: Sequence[Mapping[str, object]] = (),
 ) -> str:
     """The final table of a point, as text ending with a newline.
 
@@ -187,10 +199,16 @@ def render(
     ``issue_late_p99_ms``, ``cpu_s``, ``cpu_us_per_request``,
     ``cpu_us_per_event``, ...) are laid out as in :data:`AUDIT_ROWS`; any
     other entry is shown as ``key value`` (a string value verbatim, so
-    ``Audit.as_rows()`` can be passed as is).
+    ``Audit.as_rows()`` can be passed as is).  ``warnings`` (about the
+    answers, ``metrics/answers.py``) follow the request counts, one line
+    each; ``endpoints`` (several replicas) gives each endpoint's share, as
+    ``{"url", "issued", "completed", "failed"}``.
     """
     lines = [f"mlpe-fast results{': ' + title if title else ''}"]
-    lines += _rows(_requests(stats))
+    rows = _requests(stats)
+    rows += [("endpoint" if i == 0 else "", _share(share)) for i, share in enumerate(endpoints)]
+    rows += [("WARNING" if i == 0 else "", text) for i, text in enumerate(warnings)]
+    lines += _rows(rows)
     lines.append("")
     lines += _latency_table(stats)
     lines.append("")

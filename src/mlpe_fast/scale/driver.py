@@ -203,7 +203,7 @@ def lag_p99_ns(lags: bytes) -> int | None:
 
 async def run_on_engines(
     config: RunConfig,
-    endpoint: str,
+    endpoints: tuple[str, ...],
     dataset: Dataset,
     *,
     engines: int,
@@ -238,6 +238,7 @@ async def run_on_engines(
         shuffled_order(len(dataset), seeds.sample_index),
         Salter(seeds.salt_seed) if config.salt else None,
         limit=max_requests,
+        sharers=1 if offline else engines,
     )
     whole_passes = config.duration_s is not None and config.whole_passes
     duration_ns = None if config.duration_s is None else int(config.duration_s * 1e9)
@@ -245,7 +246,7 @@ async def run_on_engines(
         EngineSetup(
             index=e,
             config=config,
-            endpoint=endpoint,
+            endpoints=endpoints,
             pattern=config.load_pattern,
             concurrency=shares[e],
             # With whole passes the driver closes the book at the pass
@@ -264,9 +265,11 @@ async def run_on_engines(
             return _stopped_before_start(t0, shares, group, book)
         t0 = monotonic_ns() + START_LEAD_NS
         on_start(t0)
+        loop = asyncio.get_running_loop()
         if whole_passes and duration_ns is not None:
-            loop = asyncio.get_running_loop()
             loop.call_later((t0 + duration_ns - monotonic_ns()) / 1e9, book.close, len(dataset))
+        if config.max_duration_s is not None:  # --max-duration: a cap on issuing
+            loop.call_later((t0 - monotonic_ns()) / 1e9 + config.max_duration_s, group.stop_issuing)
         samples = dataset.samples
 
         def merge(engine: int, batch: Batch) -> None:
@@ -419,6 +422,16 @@ class EngineGroup:
         for e in range(len(self._setups)):
             if not self._ended[e]:
                 self._send(e, Stop(cancel=True))
+
+    def stop_issuing(self) -> None:
+        """Stops issuing everywhere, awaiting what is in flight (the
+        point's ``--max-duration``)."""
+        if self._stopping:
+            return
+        self._book.close()
+        for e in range(len(self._setups)):
+            if not self._ended[e]:
+                self._send(e, Stop(cancel=False))
 
     def close(self) -> None:
         if not all(self._ended):

@@ -33,6 +33,7 @@ from types import EllipsisType
 
 import msgspec
 
+from ..clients import client_for
 from ..config import RunConfig
 from ..engine.audit import ClientTotals, LoopLagProbe
 from ..engine.loop import loop_runner_for_platform
@@ -71,7 +72,7 @@ class EngineSetup(msgspec.Struct, frozen=True):
 
     index: int
     config: RunConfig
-    endpoint: str
+    endpoints: tuple[str, ...]
     pattern: str
     concurrency: int
     duration_ns: int | None
@@ -93,12 +94,10 @@ def engine_main(conn: Connection, setup: EngineSetup) -> None:
 
 async def run_engine(link: EngineLink, setup: EngineSetup) -> None:
     """Runs one engine's share of a point over ``link`` (module doc)."""
-    from ..runner import client_for  # the runner imports this package
-
     config = setup.config
     dataset = load_dataset(config.performance_datasets[0])
     templates = templates_for(dataset, config, salt=config.salt)
-    client = client_for(config, setup.endpoint)
+    client = client_for(config, setup.endpoints)
     loop = asyncio.get_running_loop()
     link.attach(loop)
     async with client:

@@ -59,12 +59,29 @@ class LeaseBook:
         salter: the phase's salt stream; None when unsalted.
         limit: how many queries the phase issues at most; None for a phase
             that a duration ends.
+        sharers: how many engines share a closed loop under ``limit``: a
+            lease is then at most the fair share of what is left (``ceil(left
+            / sharers)``), so that a count smaller than the blocks still
+            reaches every engine, and no engine issues the end of the count
+            alone while the others idle (which would measure a lower
+            concurrency than the point's).  1 for an Offline burst, whose
+            blocks are its exact split.
     """
 
-    def __init__(self, order: Iterator[int], salter: Salter | None, *, limit: int | None) -> None:
+    def __init__(
+        self,
+        order: Iterator[int],
+        salter: Salter | None,
+        *,
+        limit: int | None,
+        sharers: int = 1,
+    ) -> None:
+        if sharers < 1:
+            raise ValueError(f"a lease book needs at least one sharer, not {sharers}")
         self._order = order
         self._salter = salter
         self._limit = limit
+        self._sharers = sharers
         self._indices = array("q")
         self._salts = bytearray()
         self._lock = threading.Lock()
@@ -86,7 +103,8 @@ class LeaseBook:
         with self._lock:
             start = len(self._indices)
             if self._limit is not None:
-                size = min(size, self._limit - start)
+                left = self._limit - start
+                size = min(size, left, -(-left // self._sharers))
             if size <= 0:
                 return None
             block = array("q", [next(self._order) for _ in range(size)])

@@ -361,7 +361,7 @@ class RayEngines(EngineGroup):
         ]
         self.node_info = ray.get([a.info.remote() for a in self._agents])
         self.endpoint_rtt_ms = ray.get(
-            [a.endpoint_rtt_ms.remote(setups[0].endpoint) for a in self._agents]
+            [a.endpoint_rtt_ms.remote(setups[0].endpoints[0]) for a in self._agents]
         )
         self.rounds = [[] for _ in used]
         self._probe_all()

@@ -7,8 +7,10 @@ connection (:mod:`mlpe_fast.sim._handling` starts them).  Every other fault
 is a streamed response gone wrong: a :class:`FaultyStreamJob`, which
 streams like :class:`~mlpe_fast.sim._jobs.StreamJob` (same events, same
 deadlines, same stamps) up to the fault's point, its ``stop``, and there does
-the fault's thing.  Only a faulted request pays for any of this: a job
-without a fault never reaches this module.
+the fault's thing.  ``interrupt`` and ``empty-done`` also apply to a
+response written whole (a non-streamed body, an SSE body with a
+Content-Length): a :class:`FaultyBufferedJob`.  Only a faulted request pays
+for any of this: a job without a fault never reaches this module.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from typing import Any
 import msgspec
 
 from ._events import framed
-from ._jobs import StreamJob
+from ._jobs import BufferedJob, StreamJob
 
-__all__ = ("FaultyStreamJob", "fault_error")
+__all__ = ("BUFFERED_FAULTS", "FaultyBufferedJob", "FaultyStreamJob", "fault_error")
 
 _monotonic_ns = time.monotonic_ns
 _NOISE_BYTES = 64 * 1024
@@ -34,6 +36,8 @@ _INVALID_UTF8 = b"\xff\xfe"
 _BAD_CHUNK_SIZE = b"zz\r\n"
 # Fault steps (FaultyStreamJob.step): what at_stop() does next.
 _AT_FAULT, _AFTER_FAULT = 0, 1
+BUFFERED_FAULTS = frozenset({"interrupt", "empty-done"})
+"""The faults that a response written whole carries out (:class:`FaultyBufferedJob`)."""
 
 
 def fault_error(status: int) -> tuple[bytes, Sequence[tuple[bytes, bytes]]]:
@@ -65,13 +69,14 @@ class FaultyStreamJob(StreamJob):
 
     * after the first half of the token events (``n // 2``: none of a
       one-token answer): ``reset-mid-stream``, ``truncated-chunk``,
-      ``bad-chunk-size``, and the extra event of ``malformed-event``,
-      ``invalid-utf8`` and ``oversized-event``;
+      ``bad-chunk-size``, ``interrupt``, and the extra event of
+      ``malformed-event``, ``invalid-utf8`` and ``oversized-event``;
     * after the first token: ``stall``;
     * after the last token (and the usage chunk): ``reset-after-last``,
       ``no-done``, ``double-done``;
     * instead of every event, at the first token's deadline: ``garbage``;
-    * before anything: ``slow-head``'s head, a byte at a time.
+    * before anything: ``slow-head``'s head, a byte at a time;
+    * instead of every event, at once: ``empty-done``'s ``[DONE]``.
     """
 
     __slots__ = ("fault", "head_left", "next_byte_ns", "step")
@@ -85,7 +90,7 @@ class FaultyStreamJob(StreamJob):
             self.stop = n
         elif fault == "stall":
             self.stop = 1
-        elif fault == "garbage":
+        elif fault in ("garbage", "empty-done"):
             self.stop = 0
             self.role = None  # no event at all
         elif fault == "slow-head":
@@ -155,6 +160,14 @@ class FaultyStreamJob(StreamJob):
             parts.append(parts[-1])
             self.complete(parts, events, head=head)
             return None
+        if fault in ("interrupt", "empty-done"):
+            # [DONE] where the finish reason and the usage would come, at
+            # once: the last chunk (END_STREAM), and for interrupt a close
+            parts.append(self.state.done[self.chunked])
+            if fault == "interrupt" and out.wire is not None:
+                out.wire.close_after_response()
+            self.complete(parts, events + 1, head=head)
+            return None
         if fault in ("truncated-chunk", "bad-chunk-size"):
             wire = out.wire
             assert wire is not None  # faults.applies() saw to it
@@ -212,3 +225,54 @@ class FaultyStreamJob(StreamJob):
         else:  # oversized-event: a content string of that many characters
             text = b"x" * self.state.config.fault_event_bytes
         return self.content.render(text, _monotonic_ns())
+
+
+class FaultyBufferedJob(BufferedJob):
+    """A response written whole (a non-streamed body, or an SSE body with a
+    Content-Length) with the ``interrupt`` or ``empty-done`` fault: the first
+    ``n // 2`` tokens, or none, with no finish reason.
+
+    A body has the text and ``finish_reason`` null (its usage counts the
+    tokens sent); an SSE body has the role chunk and the token events (none
+    for ``empty-done``), then ``[DONE]``, no usage chunk.  ``interrupt``'s
+    body goes at the answer's last deadline, then the HTTP/1.x connection
+    closes (FIN); ``empty-done``'s goes at once.
+    """
+
+    __slots__ = ("fault",)
+
+    def __init__(self, *args: Any, fault: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fault = fault
+        keep = self.n // 2 if fault == "interrupt" else 0
+        self.tokens = self.tokens[:keep]
+        if self.answer is not None:  # an oracle's: token i is its i-th run of text_chars
+            self.answer = self.answer[: keep * self.text_chars]
+        self.n = self.completion_tokens = keep
+        self.k = min(self.k, keep)
+        self.finish = None
+        if fault == "empty-done":
+            self.due = self.t0
+        elif self.out.wire is not None:
+            self.out.wire.close_after_response()
+
+    def _sse_body(self) -> tuple[bytes, int]:
+        state = self.state
+        eol = state.eol
+        out: list[bytes] = []
+        if self.fault == "interrupt":
+            bind = (self.rid, self.created, self.recv)
+            if self.gen.chat:
+                role = state.role_shape.bind(*bind, eol=eol, chunked=False)
+                out.append(role.render(b"", _monotonic_ns()))
+                content = state.content_shape.bind(*bind, eol=eol, chunked=False)
+                reasoning = (
+                    state.reasoning_shape.bind(*bind, eol=eol, chunked=False) if self.k else content
+                )
+            else:
+                content = reasoning = state.text_shape.bind(*bind, eol=eol, chunked=False)
+            k = self.k
+            for i, token in enumerate(self.tokens):
+                out.append((reasoning if i < k else content).render(token, _monotonic_ns()))
+        out.append(state.done[False])
+        return b"".join(out), len(out)

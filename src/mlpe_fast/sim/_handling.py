@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ._events import Shape, framed
-from ._fault_jobs import FaultyStreamJob, fault_error
+from ._fault_jobs import BUFFERED_FAULTS, FaultyBufferedJob, FaultyStreamJob, fault_error
 from ._jobs import BufferedJob, Gen, ReplayJob, ResponseJob, StreamJob
 from ._pacer import Pacer
 from .config import VOCAB, SimConfig, SimStats
@@ -47,6 +47,14 @@ __all__ = (
 JSON = b"application/json"
 _VOCAB_BYTES = tuple(c.encode("ascii") for c in VOCAB)
 _EOLS = {"lf": b"\n", "crlf": b"\r\n"}
+# The request fields that set an answer's length, by SimConfig.max_tokens_field:
+# (chat's, in the order read; completions').
+_LIMIT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "both": (("max_completion_tokens", "max_tokens"), ("max_tokens",)),
+    "max_tokens": (("max_tokens",), ("max_tokens",)),
+    "max_completion_tokens": (("max_completion_tokens",), ("max_tokens",)),
+    "none": ((), ()),
+}
 _monotonic_ns = time.monotonic_ns
 
 
@@ -181,6 +189,7 @@ class ServerState:
         self.model = config.model
         self.oracle = config.oracle
         self.replay = config.replay
+        self.limit_fields = _LIMIT_FIELDS[config.max_tokens_field]
         # Independent streams, so that e.g. changing the timing leaves the
         # text and the lengths unchanged.
         seeds = random.Random(config.seed)
@@ -249,7 +258,16 @@ def _text_len(content: object, param: str) -> int:
     raise _BadParams("content must be a string, a list of parts or null", param)
 
 
-def _parse_gen(doc: object, *, chat: bool, limit: int) -> Gen:
+def _parse_gen(
+    doc: object,
+    *,
+    chat: bool,
+    limit: int,
+    fields: tuple[tuple[str, ...], tuple[str, ...]] = _LIMIT_FIELDS["both"],
+) -> Gen:
+    """What a completion request asks for; ``fields`` are the length fields
+    read, chat's and completions' (``SimConfig.max_tokens_field``): the
+    others are ignored, unchecked."""
     if not isinstance(doc, dict):
         raise _BadParams("the request body must be a JSON object")
     stream = doc.get("stream")
@@ -267,7 +285,7 @@ def _parse_gen(doc: object, *, chat: bool, limit: int) -> Gen:
             raise _BadParams("'include_usage' must be a boolean", "stream_options")
         include_usage = usage_flag
     max_tokens: int | None = None
-    for key in ("max_completion_tokens", "max_tokens") if chat else ("max_tokens",):
+    for key in fields[0] if chat else fields[1]:
         value = doc.get(key)
         if value is None:
             continue
@@ -412,7 +430,9 @@ def handle_request(
     chat = path == "/v1/chat/completions"
     try:
         doc = msgspec.json.decode(body)
-        gen = _parse_gen(doc, chat=chat, limit=state.config.max_output_tokens)
+        gen = _parse_gen(
+            doc, chat=chat, limit=state.config.max_output_tokens, fields=state.limit_fields
+        )
     except msgspec.DecodeError:
         send_error(state, out, 400, "the request body is not valid JSON")
         return
@@ -572,9 +592,12 @@ def _start(
         last_due = first_due
         for _ in range(n - 1):
             last_due += itl()
-        job = BufferedJob(out, state, gen, first_due=last_due, **common)
+        if fault is not None and fault.name in BUFFERED_FAULTS:
+            job = FaultyBufferedJob(out, state, gen, first_due=last_due, fault=fault.name, **common)
+        else:
+            job = BufferedJob(out, state, gen, first_due=last_due, **common)
         out.begin(job, streamed=False)
-        if last_due > now:
-            state.pacer.schedule(last_due, job)
+        if job.due > now:  # a fault's may be now
+            state.pacer.schedule(job.due, job)
         else:
             drive(state, job, now)

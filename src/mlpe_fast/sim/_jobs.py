@@ -72,7 +72,7 @@ class ResponseJob:
         *,
         tokens: list[bytes],
         answer: str | None,
-        finish: str,
+        finish: str | None,
         completion_tokens: int,
         reasoning: int,
         first_due: int,

@@ -14,9 +14,27 @@ if TYPE_CHECKING:
     from .oracle import Oracle
     from .replay import Replay
 
-__all__ = ("H2_OPTIONS", "VOCAB", "Eol", "Framing", "LoopKind", "SimConfig", "SimStats")
+__all__ = (
+    "H2_OPTIONS",
+    "MAX_TOKENS_FIELDS",
+    "VOCAB",
+    "Eol",
+    "Framing",
+    "LoopKind",
+    "MaxTokensField",
+    "SimConfig",
+    "SimStats",
+)
 
 Framing = Literal["chunked", "length"]
+MaxTokensField = Literal["both", "max_tokens", "max_completion_tokens", "none"]
+MAX_TOKENS_FIELDS: tuple[MaxTokensField, ...] = (
+    "both",
+    "max_tokens",
+    "max_completion_tokens",
+    "none",
+)
+"""The values of :attr:`SimConfig.max_tokens_field`."""
 Eol = Literal["lf", "crlf"]
 LoopKind = Literal["auto", "uvloop", "asyncio"]
 
@@ -72,6 +90,15 @@ class SimConfig:
         max_body: largest request body accepted, bytes (413 past it).
         max_output_tokens: the simulated context: a larger ``max_tokens``
             gets 400, and ``output_len`` draws are clamped to it.
+        max_tokens_field: which request fields limit the answer's length:
+            ``"both"`` (a chat request's ``max_completion_tokens``, else its
+            ``max_tokens``; a completions request's ``max_tokens``),
+            ``"max_tokens"`` (chat's ``max_completion_tokens`` ignored, as
+            llama-cpp-python does), ``"max_completion_tokens"`` (chat's
+            ``max_tokens`` ignored; completions still read ``max_tokens``)
+            or ``"none"`` (every limit ignored).  A field ignored is not
+            checked either; a request without a limit read gets an
+            ``output_len`` draw (``finish_reason`` ``"stop"``).
         backlog: listen backlog.
         replay: answer each turn of an agentic dataset with the assistant
             row recorded after it (:mod:`mlpe_fast.sim.replay`).
@@ -125,6 +152,7 @@ class SimConfig:
     max_head: int = 64 * 1024
     max_body: int = 32 * 1024 * 1024
     max_output_tokens: int = 1 << 20
+    max_tokens_field: MaxTokensField = "both"
     backlog: int = 1024
     oracle: Oracle | None = None
     replay: Replay | None = None
@@ -161,6 +189,11 @@ class SimConfig:
             raise ValueError("max_head must be >= 1024, max_body >= 0, backlog >= 1")
         if self.max_output_tokens < 1:
             raise ValueError("max_output_tokens must be >= 1")
+        if self.max_tokens_field not in MAX_TOKENS_FIELDS:
+            known = ", ".join(MAX_TOKENS_FIELDS)
+            raise ValueError(
+                f"max_tokens_field must be one of {known}, not {self.max_tokens_field!r}"
+            )
         if self.oracle is not None and self.reasoning_tokens:
             # reasoning_content would take the start of the reference output
             # out of the content an accuracy run scores

@@ -67,6 +67,14 @@ FAULTS: dict[str, str] = {
     "double-done": "data: [DONE] twice before the end of the body",
     "close-after-response": "a normal keep-alive response (no Connection: close), then the "
     "server closes the connection without notice; HTTP/1.x only",
+    "interrupt": "after the first half of the token events, data: [DONE] with no finish "
+    "reason and no usage chunk, the body ended (last chunk; over HTTP/2, END_STREAM), then "
+    "a clean close (what llama.cpp's interrupt_requests does to the streams in flight when "
+    "a new request arrives); a non-streamed answer is a body with the first half of the "
+    "text and finish_reason null, then the close",
+    "empty-done": "a 200 event-stream head, then data: [DONE] at once: no role chunk, no "
+    "token, no finish reason; a non-streamed answer is a body with empty content and "
+    "finish_reason null, at once",
 }
 """Each fault's name and what it puts on the wire (the ``--help`` text)."""
 
@@ -91,6 +99,8 @@ _WHERE = {
     "no-done": _STREAM,
     "double-done": _STREAM,
     "close-after-response": _HTTP1_KEEP_ALIVE,
+    "interrupt": _ANY,
+    "empty-done": _ANY,
 }
 _STATUS = re.compile(r"status-([0-9]{3})")
 _NUMBER = re.compile(r"[0-9]+(\.[0-9]*)?|\.[0-9]+")

@@ -199,6 +199,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import math
 import os
 import signal
@@ -220,6 +221,7 @@ from .timing import DIST_KINDS, Dist
 
 __all__ = (
     "VOCAB",
+    "BindError",
     "Dist",
     "Eol",
     "FaultSpec",
@@ -259,6 +261,33 @@ def new_event_loop(kind: LoopKind = "auto") -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+class BindError(OSError):
+    """The endpoint cannot listen where it was asked to: the port is in use,
+    the address is not this machine's, a privileged port.  The message is
+    one line naming the flag to change; the OS error is its ``__cause__``."""
+
+
+def _bind_error(host: str, port: int, error: OSError) -> BindError:
+    where = f"port {port} on {host or 'every address'}"
+    reason = error.strerror or str(error)
+    if isinstance(error, socket.gaierror) or error.errno == errno.EADDRNOTAVAIL:
+        return BindError(
+            f"--host {host}: not an address of this machine ({reason}); "
+            "pass 127.0.0.1, or 0.0.0.0 for every address"
+        )
+    if error.errno == errno.EADDRINUSE:
+        return BindError(
+            f"{where} is in use: another program listens there; "
+            "pass another --port (0 picks a free one)"
+        )
+    if error.errno in (errno.EACCES, errno.EPERM):
+        hint = "ports below 1024 need privileges; " if 0 < port < 1024 else ""
+        return BindError(
+            f"cannot listen on {where}: {reason}; {hint}pass another --port (0 picks a free one)"
+        )
+    return BindError(f"cannot listen on {where}: {reason}")
+
+
 def _url(host: str, port: int, scheme: str = "http") -> str:
     if host in ("0.0.0.0", ""):
         host = "127.0.0.1"
@@ -290,8 +319,10 @@ class SimServer:
         """Binds and starts listening.
 
         Raises:
-            OSError: the address cannot be bound, or a TLS file cannot be
-                read (:class:`ssl.SSLError`: it is not a certificate or key).
+            BindError: the address cannot be bound (in use, not this
+                machine's, privileged; an :class:`OSError`).
+            OSError: a TLS file cannot be read (:class:`ssl.SSLError`: it
+                is not a certificate or key).
         """
         if self._server is not None:
             raise RuntimeError("server already started")
@@ -300,9 +331,12 @@ class SimServer:
         if cfg.tls_cert is not None and cfg.tls_key is not None:
             tls = make_ssl_context(cfg.tls_cert, cfg.tls_key, http2=cfg.http2)
         loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(
-            cfg.host or None, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )
+        try:
+            infos = await loop.getaddrinfo(
+                cfg.host or None, cfg.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except OSError as error:
+            raise _bind_error(cfg.host, cfg.port, error) from error
         # One address, so that port 0 means one port even for a name that
         # resolves to several addresses.
         family, kind, proto, _, addr = infos[0]
@@ -312,6 +346,9 @@ class SimServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(addr)
             sock.setblocking(False)
+        except OSError as error:
+            sock.close()
+            raise _bind_error(cfg.host, cfg.port, error) from error
         except BaseException:
             sock.close()
             raise
@@ -498,6 +535,9 @@ def serve_forever(config: SimConfig | None = None, *, out: TextIO | None = None)
     """Runs the endpoint until SIGINT or SIGTERM (the CLI's ``serve``).
 
     Prints one line with the URL to ``out`` (default stdout) once listening.
+
+    Raises:
+        BindError: it cannot listen there (the port is in use, say).
     """
     cfg = config if config is not None else SimConfig()
     loop = new_event_loop(cfg.loop)
@@ -608,6 +648,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.max_output_tokens,
         help="largest max_tokens accepted (400 past it)",
+    )
+    from .config import MAX_TOKENS_FIELDS
+
+    g.add_argument(
+        "--max-tokens-field",
+        choices=MAX_TOKENS_FIELDS,
+        default=d.max_tokens_field,
+        help="the request fields that limit an answer's length: both (default: chat reads "
+        "max_completion_tokens, else max_tokens; completions max_tokens), max_tokens (chat's "
+        "max_completion_tokens ignored, as llama-cpp-python does), max_completion_tokens "
+        "(chat's max_tokens ignored) or none; an ignored limit is not checked, and the answer "
+        "is an --output-len draw, capped by --max-output-tokens",
     )
     p = parser.add_argument_group(
         "HTTP/2 and TLS",
@@ -822,6 +874,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         loop=ns.loop,
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
+        max_tokens_field=ns.max_tokens_field,
         oracle=oracle,
         replay=replay,
         http2=ns.http2,
@@ -925,7 +978,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = config_from_args(ns)
     except ValueError as exc:
         parser.error(str(exc))
-    serve_forever(config)
+    try:
+        serve_forever(config)
+    except BindError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -120,7 +120,7 @@ def chat_completion(
     *,
     content: str,
     reasoning: str | None = None,
-    finish_reason: str = "stop",
+    finish_reason: str | None = "stop",
     usage: dict[str, Any] | None = None,
     response_id: str = "chatcmpl-1",
     model: str = "m",
@@ -150,7 +150,7 @@ def chat_completion(
 def text_completion(
     text: str,
     *,
-    finish_reason: str = "stop",
+    finish_reason: str | None = "stop",
     usage: dict[str, Any] | None = None,
     response_id: str = "cmpl-1",
     model: str = "m",

@@ -70,6 +70,7 @@ __all__ = (
     "MIN_POINTS_DEDICATED_OFFLINE",
     "OfflineKind",
     "check_plan",
+    "count_problems",
     "issued_count",
     "min_points",
     "plan_points",
@@ -242,13 +243,19 @@ def issued_count(dataset_size: int, completed_needed: int) -> int:
     return passes * dataset_size
 
 
-def _count_problems(listed: int, offline: OfflineKind) -> list[str]:
+def count_problems(listed: int, offline: OfflineKind) -> list[str]:
+    """The checker's ``point-count`` and ``point-cap`` problems of a curve of
+    ``listed`` fixed-concurrency points (§2.1), whatever its ``C_max``.
+
+    Raises:
+        UsageError: an unknown ``offline`` kind.
+    """
     total = listed + (offline == "dedicated")
     least = min_points(offline)
     why = {
         "dedicated": "7 at fixed concurrency and the dedicated Offline run",
         "elected": "the C_max point doubles as Offline",
-        "none": "an agentic curve, without Offline",
+        "none": "no Offline point, as in an agentic curve",
     }[offline]
     problems = []
     if total < least:
@@ -319,7 +326,7 @@ def check_plan(
         else:
             levels.append(level)
     levels.sort()
-    problems += _count_problems(len(levels), offline)
+    problems += count_problems(len(levels), offline)
     if not levels:
         return problems
     try:

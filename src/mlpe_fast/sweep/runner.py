@@ -22,8 +22,14 @@ every point; ``--max-concurrency C_MAX`` without a list plans the points
   points, which the checker would reject.  Below ``C_max`` = 33 there are
   no regions and every point gets one.
 * **Resuming**: a point whose folder already holds a complete summary (and
-  its accuracy results, where due) is skipped; an interrupted or missing
-  one is measured again.
+  its accuracy results, where due) is skipped when it was measured with the
+  same settings (:mod:`.reuse`); one measured with other settings stops the
+  curve before anything is measured; an interrupted or missing one is
+  measured again.
+* **The plan** (:func:`announce_sweep`) is printed before the first
+  request: every point's folder, concurrency, region, Offline kind,
+  accuracy run and size, the expected duration, then the warnings of
+  :func:`plan_problems`.
 * **Agentic curves** (``--load-pattern agentic_inference``; spec §2.1, §2.4,
   §2.6): no Offline point, at least 7 points, every point an
   ``agentic_inference`` run of the same trajectory budget.  Such a point's
@@ -58,15 +64,27 @@ from ..accuracy.agentic_gates import (
     check_swe_bench_mean,
 )
 from ..accuracy.results import holds_accuracy_run, read_accuracy_entries
+from ..artifacts.run_folder import read_config_yaml
 from ..config import RunConfig
 from ..errors import UsageError
 from ..load.agentic import load_agentic
 from ..load.dataset import load_dataset
 from ..report.pareto import write_reports
-from .plan import check_plan, plan_points, point_duration_s
+from .plan import check_plan, count_problems, plan_points, point_duration_s
+from .preview import size_text, span_text
 from .regions import region_of, regions
+from .reuse import differences, point_settings
 
-__all__ = ("SweepPoint", "accuracy_points", "plan_problems", "plan_sweep", "run_sweep")
+__all__ = (
+    "SweepPlan",
+    "SweepPoint",
+    "accuracy_points",
+    "announce_sweep",
+    "plan_problems",
+    "plan_sweep",
+    "prepare_sweep",
+    "run_sweep",
+)
 
 #: Mandatory accuracy bands (spec §2.6): the region names of the checker.
 _BANDS = ("low_latency", "low_concurrency", "med_concurrency", "high_concurrency")
@@ -107,7 +125,10 @@ def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
     """The points of the curve ``config`` asks for (module docstring).
 
     Raises:
-        UsageError: no report directory, or ``C_max`` below a listed point.
+        UsageError: no report directory, ``C_max`` below a listed point, or
+            a dedicated Offline point whose folder ``r<dataset size>`` is
+            a listed point's (the checker names a point's folder after its
+            concurrency, so the two cannot both be in the curve).
     """
     if not config.report_dir:
         raise UsageError("a curve needs --report-dir (one run folder per point)")
@@ -127,6 +148,8 @@ def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
                 f"--concurrency {max(levels)} is above the margin of --max-concurrency "
                 f"{c_max} (largest allowed: {margin})"
             )
+    if config.offline == "dedicated" and dataset_size in levels:
+        _refuse_offline_collision(config, dataset_size, c_max)
     with_accuracy = accuracy_points(levels, c_max) if config.mode == "both" else set()
     points = []
     for n in levels:
@@ -151,6 +174,21 @@ def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
             )
         )
     return points
+
+
+def _refuse_offline_collision(config: RunConfig, size: int, c_max: int) -> None:
+    drop = (
+        f"drop {size} from --concurrency"
+        if config.sweep
+        else f"list the points with --concurrency, without {size}"
+    )
+    elected = f", use --offline elected ({size} is C_max)" if size == c_max else ""
+    raise UsageError(
+        f"the dedicated Offline point and the concurrency-{size} point would share the folder "
+        f"r{size} (an Offline point's concurrency is the dataset size, {size}, and the checker "
+        f"names each point's folder r<concurrency>; spec §2.1, §2.3): {drop}{elected}, "
+        "or --offline none"
+    )
 
 
 def _agentic(config: RunConfig) -> bool:
@@ -235,7 +273,17 @@ def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
         "e2e_avg_interactivity": summary.get("e2e_avg_interactivity"),
         "accuracy": point.accuracy,
         "folder": point.folder,
+        "answer_warnings": _answer_warnings(summary),
     }
+
+
+def _answer_warnings(summary: dict[str, Any]) -> list[str]:
+    """The point's warnings about its answers (``metrics/answers.py``), so
+    that the curve shows a point whose answers are not what was asked."""
+    own = summary.get("mlpe_fast")
+    answers = own.get("answers") if isinstance(own, dict) else None
+    warnings = answers.get("warnings") if isinstance(answers, dict) else None
+    return [str(w) for w in warnings] if isinstance(warnings, list) else []
 
 
 def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
@@ -258,6 +306,8 @@ def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
             notes.append(f"Offline ({row['offline']})")
         if row["accuracy"]:
             notes.append("accuracy")
+        if row.get("answer_warnings"):
+            notes.append(f"WARNING: suspect answers ({Path(row['folder']).name}/report.txt)")
         lines.append(
             f"  {row['concurrency']:>11}  {row['region']:<17} {num(row['system_tps'], ',.1f'):>13}"
             f" {num(row[x_key], ',.1f'):>13} {num(row['ttft_p90_ms'], ',.2f'):>12}"
@@ -302,11 +352,36 @@ def plan_problems(
     """What the checker would say about this curve's points (spec §2.1-2.2),
     so that a user's list is questioned before hours are spent on it; for
     an agentic curve (``trajectories``: the dataset's count) also what its
-    trajectory budget makes of the points (``docs/agentic.md`` §2.4-2.5)."""
+    trajectory budget makes of the points (``docs/agentic.md`` §2.4-2.5).
+
+    Every curve is checked, with ``--max-concurrency`` or, without it, the
+    ``C_max`` its highest point implies."""
     problems = []
-    if config.max_concurrency is not None and config.max_concurrency > 32:
-        fixed = [p.concurrency for p in points if p.offline != "dedicated"]
-        problems += check_plan(fixed, config.max_concurrency, config.offline)
+    fixed = [p.concurrency for p in points if p.offline != "dedicated"]
+    c_max = config.max_concurrency if config.max_concurrency is not None else max(fixed)
+    if c_max > 32:
+        problems += check_plan(fixed, c_max, config.offline)
+    else:  # no regions (spec §2.2): the count still matters
+        problems += count_problems(len(fixed), config.offline)
+        problems.append(
+            f"region-computation: C_max {c_max} is not above 32, so the checker computes no "
+            "regions for this curve (spec §2.2): pass --max-concurrency above 32"
+        )
+    if problems and config.max_concurrency is None:
+        problems.insert(
+            0, f"c-max: no --max-concurrency: the checks take C_max {c_max}, the highest point"
+        )
+    if config.offline == "none" and not _agentic(config):
+        problems.append(
+            "offline-point-present: --offline none: a curve that is not agentic needs one "
+            "Offline point, dedicated or elected (spec §2.3)"
+        )
+    offline = next((p for p in points if p.offline == "dedicated"), None)
+    if offline is not None and offline.concurrency < c_max:
+        problems.append(
+            f"offline-concurrency: the dedicated Offline point r{offline.concurrency} (the "
+            f"dataset size) is below C_max {c_max}; the checker flags it (spec §2.3)"
+        )
     if trajectories is not None:
         problems += _agentic_problems(config, points, trajectories)
     return problems
@@ -346,32 +421,196 @@ def _agentic_problems(
     return problems
 
 
-async def run_sweep(
-    config: RunConfig,
-    endpoint: str,
-    measure: Callable[[RunConfig, str], Coroutine[Any, Any, Any]],
-    *,
-    out: TextIO | None = None,
-) -> tuple[list[dict[str, Any]], bool]:
-    """Measures every point of the curve in turn with ``measure`` (the
-    single-point runner); returns the curve's rows and whether it was
-    interrupted.  Writes ``pareto.json`` and prints the curve table."""
-    out = sys.stdout if out is None else out
+class SweepPlan(msgspec.Struct, frozen=True):
+    """A curve ready to be measured (:func:`prepare_sweep`)."""
+
+    config: RunConfig
+    points: list[SweepPoint]
+    #: what the checker would say about the points (:func:`plan_problems`)
+    problems: list[str]
+    #: folder -> stored summary, for the points measured already with the
+    #: same settings (skipped)
+    reused: dict[str, dict[str, Any]]
+    #: the performance dataset's size (an agentic curve's trajectory count)
+    size: int
+
+
+def prepare_sweep(config: RunConfig, endpoints: Sequence[str] | None) -> SweepPlan:
+    """The curve ``config`` asks for, checked before anything is measured:
+    the datasets loaded (a bad file stops the curve before its first point;
+    the performance dataset's size is the dedicated Offline point's), the
+    points planned, and the points measured before compared with what this
+    run would measure (:mod:`.reuse`).  Contacts no endpoint, writes nothing.
+
+    Args:
+        config: the curve's configuration.
+        endpoints: the URLs the points will measure; None: the demo's
+            simulated endpoint, on a port not known yet.
+
+    Raises:
+        UsageError: no performance dataset or a bad one, what
+            :func:`plan_sweep` refuses, or a complete point measured with
+            other settings (its folder, the first differences and what to do).
+    """
     datasets = config.performance_datasets
     if not datasets:
         raise UsageError("no performance dataset: pass --dataset PATH[,parser.prompt=COLUMN]")
     agentic = _agentic(config)
-    # The dataset is read once up front, so that a bad file stops the curve
-    # before its first point; its size is the dedicated Offline point's.
     trajectories = len(load_agentic(datasets[0].path).trajectories) if agentic else None
     size = trajectories if trajectories is not None else len(load_dataset(datasets[0]))
+    if config.mode != "perf":
+        for spec in config.accuracy_datasets:
+            load_dataset(spec)
     points = plan_sweep(config, size)
-    for problem in plan_problems(config, points, trajectories):
+    problems = plan_problems(config, points, trajectories)
+    reused: dict[str, dict[str, Any]] = {}
+    refused: list[tuple[SweepPoint, list[str]]] = []
+    for point in points:
+        summary = _done(point)
+        if summary is None:
+            continue  # missing or incomplete: measured (again)
+        try:
+            stored = read_config_yaml(point.folder)
+        except UsageError as error:
+            refused.append((point, [str(error)]))
+            continue
+        if not stored:
+            refused.append((point, ["no config.yaml says what it was measured with"]))
+            continue
+        wanted = point_settings(_point_config(config, point)[0], endpoints)
+        if found := differences(stored, wanted, simulated=endpoints is None):
+            refused.append((point, found))
+        else:
+            reused[point.folder] = summary
+    if refused:
+        raise UsageError(_refusal(refused))
+    return SweepPlan(config, points, problems, reused, size)
+
+
+def _refusal(refused: Sequence[tuple[SweepPoint, list[str]]]) -> str:
+    (point, found), others = refused[0], [p for p, _ in refused[1:]]
+    shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
+    names = [Path(p.folder).name for p in (point, *others)]
+    also = f" ({', '.join(names[1:])} too)" if others else ""
+    where = Path(point.folder).parent
+    return (
+        f"{point.folder} was measured with other settings than this run's: {shown}{also}; "
+        f"measure the curve into another --report-dir, or remove {', '.join(names)} from "
+        f"{where} to measure {'them' if others else 'it'} again"
+    )
+
+
+def plan_text(plan: SweepPlan) -> str:
+    """The plan of a curve, printed before its first request: a line per
+    point (folder, concurrency, region, Offline kind, accuracy run, what
+    sizes it) and the expected duration."""
+    config, points = plan.config, plan.points
+    fixed = [p.concurrency for p in points if p.offline != "dedicated"]
+    kinds = f"{len(fixed)} at fixed concurrency" + (
+        " + a dedicated Offline point" if len(fixed) < len(points) else ""
+    )
+    c_max = (
+        f"C_max {config.max_concurrency}"
+        if config.max_concurrency is not None
+        else f"C_max {max(fixed)}, the highest point"
+    )
+    root = config.report_dir or "."
+    header = ["folder", "concurrency", "region", "offline", "accuracy", "size"]
+    table = [header]
+    timed = 0.0
+    n_timed = 0
+    counted: list[str] = []
+    accuracy = 0
+    for point in points:
+        size, seconds = size_text(_point_config(config, point)[0], plan.size)
+        if point.folder in plan.reused:
+            size += " (measured already: reused)"
+        elif seconds is not None:
+            timed += seconds
+            n_timed += 1
+        else:
+            counted.append(size)
+        accuracy += point.accuracy and point.folder not in plan.reused
+        table.append(
+            [
+                Path(point.folder).name,
+                str(point.concurrency),
+                point.region,
+                "-" if point.offline == "none" else point.offline,
+                "yes" if point.accuracy else "no",
+                size,
+            ]
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header) - 1)]
+    lines = [f"plan: a curve of {len(points)} points ({kinds}; {c_max}) in {root}"]
+    for row in table:
+        cells = [
+            cell.rjust(width) if i == 1 else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=False))
+        ]
+        lines.append("  " + "  ".join([*cells, row[-1]]))
+    untimed = []
+    if counted:
+        unit = "trajectory budget" if _agentic(config) else "sample count"
+        untimed.append(f"{len(counted)} point{'s' * (len(counted) > 1)} sized by {unit}")
+    if accuracy:
+        untimed.append(f"{accuracy} accuracy run{'s' * (accuracy > 1)}")
+    plural = "s" * (n_timed > 1)
+    total = f"at least {span_text(timed)} for {n_timed} point{plural} sized by duration"
+    if untimed:
+        rest = f"{' and '.join(untimed)}, as long as the endpoint takes"
+        total = f"{total}, plus {rest}" if n_timed else rest
+    elif not n_timed:
+        total = "nothing to measure"
+    reused = f" ({len(plan.reused)} reused)" if plan.reused else ""
+    lines.append(f"expected: {total}{reused}")
+    return "\n".join(lines) + "\n"
+
+
+def announce_sweep(
+    config: RunConfig, endpoints: Sequence[str] | None, *, out: TextIO | None = None
+) -> SweepPlan:
+    """:func:`prepare_sweep`, then its plan and warnings printed on ``out``
+    (all that ``mlpe-fast run --dry-run`` does for a curve).
+
+    Raises:
+        UsageError: what :func:`prepare_sweep` refuses.
+    """
+    out = sys.stdout if out is None else out
+    plan = prepare_sweep(config, endpoints)
+    print(plan_text(plan), end="", file=out)
+    for problem in plan.problems:
         print(f"mlpe-fast: warning: {problem}", file=out)
+    return plan
+
+
+async def run_sweep(
+    config: RunConfig,
+    endpoints: tuple[str, ...],
+    measure: Callable[[RunConfig, tuple[str, ...]], Coroutine[Any, Any, Any]],
+    *,
+    out: TextIO | None = None,
+    plan: SweepPlan | None = None,
+) -> tuple[list[dict[str, Any]], bool]:
+    """Measures every point of the curve in turn with ``measure`` (the
+    single-point runner); returns the curve's rows and whether it was
+    interrupted.  Writes ``pareto.json`` and prints the curve table.
+
+    ``plan``: the curve's :func:`announce_sweep`, printed already; None:
+    made and printed here.
+
+    Raises:
+        UsageError: what :func:`prepare_sweep` refuses.
+    """
+    out = sys.stdout if out is None else out
+    if plan is None:
+        plan = announce_sweep(config, endpoints, out=out)
+    agentic = _agentic(config)
+    points = plan.points
     rows: list[dict[str, Any]] = []
     interrupted = False
     for point in points:
-        stored = _done(point)
+        stored = plan.reused.get(point.folder)
         if stored is not None:
             print(f"mlpe-fast: r{point.concurrency} is complete already: skipped", file=out)
             rows.append(_row(point, stored))
@@ -379,7 +618,7 @@ async def run_sweep(
         point_config, note = _point_config(config, point)
         if note:
             print(f"mlpe-fast: {note}", file=out)
-        result = await measure(point_config, endpoint)
+        result = await measure(point_config, endpoints)
         rows.append(_row(point, result.summary))
         if result.state == "interrupted":
             interrupted = True

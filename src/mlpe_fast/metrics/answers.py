@@ -1,0 +1,152 @@
+"""Completed answers that are not what was asked for.
+
+A record that completed is measured: its TTFT, TPOT, latency and OSL enter
+the point's figures (spec §1.1-1.2).  Two kinds of completed answer are
+still suspect, and are counted here so that the table, the summary, the
+report, the curve and the exit status say so (never silently):
+
+* **unfinished**: output, but no finish reason.  Every OpenAI-compatible
+  server ends an answer with one (``stop``, ``length``, ...); an answer
+  without it was most likely cut off by the server (llama.cpp's
+  ``interrupt_requests`` ends the streams in flight with ``[DONE]`` when a
+  new request arrives).  It stays completed -- its tokens were generated
+  and streamed, so they count -- but it may be short.  An answer with
+  neither output nor finish reason is not one at all: the engine fails it
+  as ``EmptyAnswer`` (``engine/connection.py``), so it never enters the
+  figures.
+* **longer than asked**: more output tokens than ``max_output_tokens``
+  asked for.  The endpoint ignores the field (some honour only
+  ``max_tokens``, not ``max_completion_tokens``), so OSL, latency and
+  system tokens/s describe another workload than the one configured.  The
+  endpoint's own ``usage.completion_tokens`` decides where it is given (it
+  counts what the server generated against the limit it applies); without
+  it, the client's count, with a tolerance of ``max(2, asked // 10)``
+  tokens for tokenizers that disagree at the edges.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..engine.record import RequestRecord
+from .tokens import TokenCounts
+
+__all__ = ("AnswerChecks", "check_answers")
+
+
+class AnswerChecks(msgspec.Struct, frozen=True):
+    """The suspect answers of one point (module doc); ``empty`` counts the
+    ``EmptyAnswer`` failures beside them; ``longest`` is the most output
+    tokens of one completed answer (by the endpoint's count where given,
+    else the client's), 0 without any."""
+
+    asked: int | None
+    unfinished: int = 0
+    longer_than_asked: int = 0
+    longest: int = 0
+    empty: int = 0
+    send_max_tokens: bool = False
+
+    @property
+    def suspect(self) -> bool:
+        """Whether any answer is not what was asked for."""
+        return bool(self.unfinished or self.longer_than_asked or self.empty)
+
+    def warnings(self) -> list[str]:
+        """One line per kind of suspect answer, with what to do about it."""
+        lines = []
+        if self.empty:
+            lines.append(
+                f"{self.empty:,} answer{_s(self.empty)} with no output and no finish reason "
+                "failed as EmptyAnswer: the endpoint cut them off (llama.cpp: start the server "
+                "with interrupt_requests off) or sent no choices"
+            )
+        if self.unfinished:
+            lines.append(
+                f"{self.unfinished:,} answer{_s(self.unfinished)} ended without a finish reason "
+                "and may be cut short: they are measured, but check that the endpoint does not "
+                "interrupt streams"
+            )
+        if self.longer_than_asked:
+            remedy = (
+                "the endpoint ignores both max_completion_tokens and max_tokens"
+                if self.send_max_tokens
+                else "the endpoint ignores max_completion_tokens: add --send-max-tokens "
+                "to send max_tokens as well"
+            )
+            lines.append(
+                f"{self.longer_than_asked:,} answer{_s(self.longer_than_asked)} longer than "
+                f"the {self.asked or 0:,} tokens asked (longest {self.longest:,}): {remedy}"
+            )
+        return lines
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``mlpe_fast.answers`` block of ``result_summary.json``."""
+        return {
+            "asked_tokens": self.asked,
+            "empty": self.empty,
+            "unfinished": self.unfinished,
+            "longer_than_asked": self.longer_than_asked,
+            "longest": self.longest,
+            "warnings": self.warnings(),
+        }
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _server_tokens(record: RequestRecord) -> int | None:
+    usage = record.response.usage
+    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_answers(
+    records: Sequence[RequestRecord],
+    counts: TokenCounts | None,
+    asked: int | None,
+    *,
+    send_max_tokens: bool = False,
+) -> AnswerChecks:
+    """Counts the suspect answers of ``records`` (module doc).
+
+    ``counts`` are the records' token counts in the same order (None
+    without a tokenizer: then only the endpoint's counts are checked);
+    ``asked`` is the ``max_output_tokens`` every request carried (None when
+    requests carry their own, as an agentic dataset's turns do: no length
+    check).
+    """
+    tolerance = 0 if asked is None else max(2, asked // 10)
+    unfinished = longer = longest = empty = 0
+    for i, record in enumerate(records):
+        if record.error_class == "EmptyAnswer":
+            empty += 1
+            continue
+        if record.error_class is not None:
+            continue
+        if record.response.finish_reason is None:
+            unfinished += 1
+        server = _server_tokens(record)
+        ours = int(counts.osl[i]) if counts is not None and counts.osl[i] >= 0 else None
+        tokens = server if server is not None else ours
+        if tokens is None:
+            continue
+        longest = max(longest, tokens)
+        if asked is None:
+            continue
+        if (server is not None and server > asked) or (
+            server is None and tokens > asked + tolerance
+        ):
+            longer += 1
+    return AnswerChecks(
+        asked=asked,
+        unfinished=unfinished,
+        longer_than_asked=longer,
+        longest=longest,
+        empty=empty,
+        send_max_tokens=send_max_tokens,
+    )

@@ -1,0 +1,81 @@
+"""The simulated endpoint, counting the completion requests it serves.
+
+Run as a script (``python tests/integration/tally_sim.py --port 0 ...``, the
+flags of ``python -m mlpe_fast.sim.server``): the same server, whose
+request handler first counts every ``POST`` to a completion route by
+(model, route, stream flag, protocol), then answers as usual.  ``GET
+/_tally`` returns the counts so far as JSON: a list of ``[model, route,
+stream, protocol, count]`` rows, ``protocol`` being "h1" or "h2".
+
+A test gives each case its own ``--model`` name (the endpoint accepts any)
+and reads the counts of that name: what the server saw of that run alone,
+on a server shared by many runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+SCRIPT = str(Path(__file__).resolve())
+TALLY_PATH = "/_tally"
+COMPLETION_ROUTES = ("/v1/chat/completions", "/v1/completions")
+
+Key = tuple[str, str, bool, str]  # model, route, stream, protocol
+
+
+def _install() -> None:
+    from mlpe_fast.sim import _h2, _handling, _protocol
+
+    original = _handling.handle_request
+    tally: Counter[Key] = Counter()
+
+    def handle_request(
+        state: Any, out: Any, method: str, path: str, body: bytes, **stamps: int
+    ) -> None:
+        if path == TALLY_PATH:
+            rows = [[*key, n] for key, n in sorted(tally.items())]
+            _handling.reply(state, out, 200, json.dumps(rows).encode())
+            return
+        if method == "POST" and path in COMPLETION_ROUTES:
+            try:
+                doc = msgspec.json.decode(body)
+            except msgspec.DecodeError:
+                doc = None
+            if isinstance(doc, dict):
+                model = str(doc.get("model"))
+                tally[
+                    (model, path, doc.get("stream") is True, "h1" if out.wire is not None else "h2")
+                ] += 1
+        original(state, out, method, path, body, **stamps)
+
+    # Both protocols' modules imported the handler by name.
+    for module in (_protocol, _h2):
+        setattr(module, "handle_request", handle_request)  # noqa: B010
+
+
+def read_tally(url: str, model: str | None = None) -> Counter[Key]:
+    """The counts of the server at ``url`` (over HTTP/1.1), all of them or
+    those of one model."""
+    with urllib.request.urlopen(url + TALLY_PATH, timeout=10) as response:
+        rows = json.loads(response.read())
+    return Counter(
+        {
+            (m, route, stream, proto): n
+            for m, route, stream, proto, n in rows
+            if model is None or m == model
+        }
+    )
+
+
+if __name__ == "__main__":
+    _install()
+    from mlpe_fast.sim.server import main
+
+    sys.exit(main())
