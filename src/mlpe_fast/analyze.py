@@ -65,10 +65,17 @@ from .artifacts.events import (
     iter_events,
 )
 from .artifacts.run_folder import read_config_yaml
-from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
+from .artifacts.summary import (
+    final_snapshot,
+    report_text,
+    result_summary,
+    warnings_text,
+    write_json,
+)
 from .engine.record import RequestRecord
 from .errors import UsageError
 from .metrics.agentic import agentic_summary_fields
+from .metrics.answers import check_answers
 from .metrics.chat_template import ChatTemplate, tokenizer_dir
 from .metrics.count_inputs import CountInput, osl_input, prompt_input, tpot_input
 from .metrics.stats import point_stats
@@ -110,7 +117,16 @@ class _Query:
 class _Log:
     """What :func:`_read_events` found."""
 
-    __slots__ = ("cut_tail", "ended", "lines", "queries", "streamed", "tracking_start", "window")
+    __slots__ = (
+        "cut_short",
+        "cut_tail",
+        "ended",
+        "lines",
+        "queries",
+        "streamed",
+        "tracking_start",
+        "window",
+    )
 
     def __init__(self) -> None:
         self.queries: dict[str, _Query] = {}  # by uuid
@@ -120,6 +136,7 @@ class _Log:
         self.streamed = False  # a RECV_FIRST line
         self.lines = 0
         self.cut_tail: list[int] = []  # the number of a last line cut short
+        self.cut_short: str | None = None  # a run-wide error.loadgen line (an engine lost)
 
 
 def _read_events(path: Path) -> _Log:
@@ -145,6 +162,9 @@ def _read_events(path: Path) -> _Log:
             queries[event.sample_uuid] = _Query(event.timestamp_ns, prompt, tracking)
         else:
             query = queries.get(event.sample_uuid)
+            if kind == ERROR_LOADGEN and not event.sample_uuid and log.cut_short is None:
+                data = event.data
+                log.cut_short = data.error_message if isinstance(data, ErrorData) else ""
             if query is None:
                 continue  # a line of a query issued before the log began
             if kind == SAMPLE_RECV_FIRST:
@@ -176,6 +196,8 @@ def _interruption(log: _Log, measured: list[_Query], events: Path) -> str | None
             "the log has no session.ended line: the run did not end (killed?); "
             f"the figures cover {queries}{cut}"
         )
+    if log.cut_short is not None:
+        return f"the run was cut short: {log.cut_short or 'a load generator error'}"
     if cut:
         return f"{events.name}: the last line ({log.cut_tail[0]}) is cut short and left out"
     open_ = sum(q.complete is None and q.error is None for q in measured)
@@ -301,6 +323,13 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
         records, counts, tracking_start_ns=tracking_start or None, streaming=streaming
     )
     interrupted = _interruption(log, [q for q in queries.values() if q.tracked], events)
+    asked = model_params.get("max_new_tokens")
+    # The endpoint's usage is not logged: lengths are checked by our counts.
+    answers = check_answers(
+        records,
+        counts,
+        asked if isinstance(asked, int) and not isinstance(asked, bool) and not agentic else None,
+    )
     snapshot = final_snapshot(
         stats.raw.counters,
         stats.raw.series,
@@ -328,12 +357,14 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
             "mlpe_fast": {
                 "analyzed_from": str(events),
                 "token_counting": counts.method,
+                "answers": answers.as_dict(),
                 **({} if interrupted is None else {"interrupted": interrupted}),
             },
         },
     )
     title = f"{model_params.get('name') or 'run'}: analysed from events.jsonl"
-    return Analysis(summary, snapshot, report_text(summary, title=title), interrupted)
+    report = report_text(summary, title=title) + warnings_text(answers.warnings())
+    return Analysis(summary, snapshot, report, interrupted)
 
 
 def _streaming(setting: object, log: _Log) -> bool:

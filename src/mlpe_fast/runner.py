@@ -44,6 +44,7 @@ from .accuracy.swe_bench import (
 )
 from .artifacts.config_yaml import config_to_yaml_dict, write_config_yaml
 from .artifacts.events import (
+    ERROR_LOADGEN,
     SESSION_ENDED,
     SESSION_START_PERFORMANCE_TRACKING,
     SESSION_STARTED,
@@ -56,7 +57,13 @@ from .artifacts.events import (
     write_sample_idx_map,
 )
 from .artifacts.run_folder import RunFolder
-from .artifacts.summary import final_snapshot, report_text, result_summary, write_json
+from .artifacts.summary import (
+    final_snapshot,
+    report_text,
+    result_summary,
+    warnings_text,
+    write_json,
+)
 from .clients import client_for
 from .config import RunConfig
 from .engine import EndpointUnreachable, RequestRecord
@@ -463,13 +470,15 @@ async def run_point(
         if folder is not None and run is not None:
             write_engines_report(folder.path, run)
         if folder is not None and events is not None:
+            if failure is not None:  # so that analyze of the log says so too
+                events.error(ERROR_LOADGEN, "EngineLost", failure)
             events.session(SESSION_ENDED)
             events.close()
             if warmup_events is not None:
                 warmup_events.close()
             write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
             if config.mode != "acc":
-                report = report_text(summary, title=_title(config)) + _warning_lines(warnings)
+                report = report_text(summary, title=_title(config)) + warnings_text(warnings)
                 folder.write_results(summary, snapshot, report + accuracy_lines)
                 if dataset is not None and config.load_pattern == "concurrency" and records:
                     steady = _steady_state(records, stats, counts, len(dataset), config.concurrency)
@@ -487,13 +496,6 @@ async def run_point(
         for writer in writers:
             writer.close()
         raise
-
-
-def _warning_lines(warnings: list[str]) -> str:
-    """report.txt's warnings about the answers (``metrics/answers.py``)."""
-    if not warnings:
-        return ""
-    return "\nWARNINGS\n" + "".join(f"  {line}\n" for line in warnings)
 
 
 def _steady_state(

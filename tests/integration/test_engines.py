@@ -27,6 +27,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from mlpe_fast.analyze import analyze
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
 from mlpe_fast.engine.record import RequestRecord
@@ -341,6 +342,11 @@ def test_a_lost_engine_ends_the_point_with_its_partial_data(
     assert report["failure"] == lines[0].split("cut short: ", 1)[1].split("; partial")[0]
     assert report["per_engine"][0]["lost"] and not report["per_engine"][1]["lost"]
     assert report["leases"]["duplicates"] == 0
+    # The log says so too: analyze calls the point cut short, with the reason.
+    analysis = analyze(run)
+    assert analysis.summary["state"] == "interrupted"
+    assert analysis.interrupted is not None and said in analysis.interrupted
+    assert analysis.interrupted.startswith("the run was cut short: ")
     deadline = time.monotonic() + 10
     while not _gone(engines) and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -145,10 +145,19 @@ def _report_warnings(folder: Path) -> list[str]:
 
 
 def _analyze_reproduces(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``analyze`` reproduces the summary, and finds the empty and
+    unfinished answers again from the log alone (the endpoint's usage is not
+    logged, so lengths are its own count's)."""
     capsys.readouterr()
     assert main(["analyze", str(folder)]) == 0
     out = capsys.readouterr().out
     assert f"reproduces {folder / 'performance' / 'result_summary.json'}" in out, out[-400:]
+    stored = _summary(folder)["mlpe_fast"]["answers"]
+    again = json.loads((folder / "analysis" / "result_summary.json").read_bytes())
+    found = again["mlpe_fast"]["answers"]
+    assert (found["empty"], found["unfinished"]) == (stored["empty"], stored["unfinished"])
+    if stored["empty"] or stored["unfinished"]:
+        assert "WARNINGS" in out
 
 
 def _seeded_faults(flags: tuple[str, ...], requests: int) -> Counter[str]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -54,6 +54,7 @@ __all__ = (
     "result_summary",
     "snapshot_json_bytes",
     "summary_json_bytes",
+    "warnings_text",
     "write_json",
 )
 
@@ -380,6 +381,14 @@ _REPORT_SECTIONS: Final[tuple[tuple[str, str, str, float], ...]] = (
     ("Output sequence lengths", "output_sequence_lengths", "tokens", 1.0),
 )
 _HISTOGRAM_BAR_WIDTH: Final[int] = 30
+
+
+def warnings_text(warnings: Sequence[str]) -> str:
+    """report.txt's WARNINGS section (the answers that are not what was
+    asked for, ``metrics/answers.py``); empty without warnings."""
+    if not warnings:
+        return ""
+    return "\nWARNINGS\n" + "".join(f"  {line}\n" for line in warnings)
 
 
 def _scaled(value: Any, scale: float) -> str:

@@ -51,7 +51,9 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     ``error_class`` is ``None`` for a complete 2xx response; otherwise it
     names what went wrong (a :class:`mlpe_fast.errors.ProtocolError` subclass
     such as ``IncompleteResponse``, ``HTTPStatusError``, ``ConnectError``,
-    ``ConnectTimeout``, ``IdleTimeout``, ``TotalTimeout``, ``Cancelled``)
+    ``ConnectTimeout``, ``TLSError``, ``HTTP2Unsupported``, ``IdleTimeout``,
+    ``TotalTimeout``, ``Cancelled``, or ``EmptyAnswer``: a whole response
+    with no output and no finish reason, ``connection.Exchange.record``)
     and ``error_message`` says it in one line.  Events that could not be
     decoded do not fail a request; ``response.chunk_errors`` counts them.
     """

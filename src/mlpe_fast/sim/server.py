@@ -9,7 +9,9 @@ What it serves
 model) and ``GET /health``.  Any ``model`` in a request is accepted; the
 configured name is echoed.  The output is ``max_completion_tokens`` /
 ``max_tokens`` tokens when the request sets one (``finish_reason``
-``"length"``), else a draw from ``SimConfig.output_len`` (``"stop"``).
+``"length"``), else a draw from ``SimConfig.output_len`` (``"stop"``);
+``--max-tokens-field`` chooses which of the two fields are read
+(``max_tokens`` only: as llama-cpp-python, which ignores the other).
 Every token is one character of :data:`VOCAB` (letters, digits, space), all
 in the character tokenizer's vocabulary, so a token count is a character
 count.  Prompt tokens are counted the same way: the characters of the
@@ -164,6 +166,14 @@ it:
 ``double-done`` (streams)
     ``data: [DONE]`` twice, then the last chunk: the second one is after
     the end of the stream.
+``interrupt`` (any request)
+    after ``n // 2`` token events, ``data: [DONE]`` with no finish reason
+    and no usage chunk, the last chunk, then FIN (HTTP/2: END_STREAM), as
+    llama.cpp's server ends the requests it interrupts; a JSON body has
+    half the text and ``finish_reason`` null: an answer cut short.
+``empty-done`` (any request)
+    a 200 event-stream head and ``data: [DONE]`` at once; a JSON body has
+    empty content and ``finish_reason`` null: no answer at all.
 ``close-after-response`` (HTTP/1.x requests on a kept connection)
     a normal response whose head keeps the connection (no
     ``Connection: close``), then FIN right after it: the client's next
