@@ -13,7 +13,7 @@ reading is within 10 % of the first.
 
     pytest bench/bench_soak.py -o python_files='bench_*.py' -s
 
-``MLPE_SOAK_REQUESTS`` shortens it (the figures in the README are from the
+``MLPE_SOAK_REQUESTS`` shortens it (the figures in docs/performance.md are from the
 full million).
 """
 

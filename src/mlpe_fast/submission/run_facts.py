@@ -1,6 +1,6 @@
 """What a run folder says about its point, for the disclosures and the bundle.
 
-A run folder (README "The run folder"; spec §3.1) holds everything a point's
+A run folder (docs/running.md, "The run folder"; spec §3.1) holds everything a point's
 disclosures need that the system file cannot know: the throughput the curve is
 normalised by, the load pattern and seeds the run used, whether it carries an
 accuracy run, and what its warmup did.  :func:`read_run` reads them once, from the
