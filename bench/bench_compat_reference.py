@@ -50,9 +50,11 @@ import pytest
 from mlpe_fast.runner import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-TOKENIZER = SHARED / "tokenizers" / "char"
-SOURCE_DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
+# tests/data_files.py names these; this file also runs as a plain script
+# (--serve-logged, below), where the tests package is not importable.
+DATA = ROOT / "tests" / "data"
+TOKENIZER = DATA / "tokenizers" / "char"
+SOURCE_DATASET = DATA / "datasets" / "dummy_1k.jsonl"
 
 TTFT_MS = 50
 ITL_MS = 2

@@ -59,15 +59,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.data_files import CHAR_TOKENIZER as TOKENIZER
+from tests.data_files import DUMMY_1K as DATASET
 
 from mlpe_fast.config import RunConfig, add_run_arguments, resolve
 from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
 
 from .static_sse import nginx_endpoint, sse_body
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
-TOKENIZER = SHARED / "tokenizers" / "char"
 
 MODEL = "mlpe-bench"
 CONCURRENCY = 256

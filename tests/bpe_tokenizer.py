@@ -1,6 +1,6 @@
 """A small byte-level BPE tokenizer for tests, trained when the tests run.
 
-The shared tokenizers count one character as one token, which makes counts
+The tokenizers of tests/data count one character as one token, which makes counts
 easy to state but puts every recorded agentic answer far outside the token
 ranges the checker gates a model's output lengths on (spec §2.6: Kimi K3's
 full-run OSL per turn in [425, 520]).  A real model's tokenizer merges
@@ -8,7 +8,7 @@ frequent character runs; :func:`train_bpe` does the same with Hugging Face
 ``tokenizers`` on the texts it is given, so a test can count the dataset's
 own answers the way a subword tokenizer would.  Training is deterministic
 for the same texts and vocabulary size, and takes a fraction of a second.
-The chat template is taken from a tokenizer directory of the shared data, so
+The chat template is taken from a tokenizer directory of tests/data, so
 reasoning and tool calls are counted through it as for any model (spec
 §1.2).
 """

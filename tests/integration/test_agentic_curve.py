@@ -1,5 +1,5 @@
 """From an agentic endpoint to a checked submission: a seven-point agentic
-curve on the shared trajectories against the simulated endpoint's replay of
+curve on the recorded trajectories against the simulated endpoint's replay of
 them (development sizes), SWE-bench accuracy runs in the four mandatory bands
 against a fake of the SWE-bench service, the bundle, and the official checker
 on it for Kimi K3 (spec §2.1, §2.4, §2.6; ``docs/agentic.md`` §5).  No errors;
@@ -17,15 +17,14 @@ import yaml
 from mlpe_fast.cli import main
 from mlpe_fast.runner import simulated_endpoint
 from tests.bpe_tokenizer import agentic_answer_texts, train_bpe
+from tests.data_files import AGENTIC_CODING as AGENTIC
+from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 
 from .curve_bundles import bundle_and_check, system_file
 from .swe_bench_fake import FakeService, serve_fake
 
 pytest.importorskip("submission_checker", reason="the official checker is not installed")
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-AGENTIC = SHARED / "datasets" / "agentic" / "agentic_coding_2.5h.jsonl"
-CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
 C_MAX = 40
 # Ultra Low 4, Low 6, Medium 10, High 20-40 for C_max 40 (C_min 4).
 LEVELS = (4, 6, 10, 20, 30, 36, 40)

@@ -1,5 +1,5 @@
 """An agentic point end to end: ``mlpe-fast run`` with the
-``agentic_inference`` load pattern on the shared agentic dataset against
+``agentic_inference`` load pattern on the recorded agentic dataset against
 the simulated endpoint, its run folder read back by ``analyze`` and by the
 official checker's parser and rules."""
 
@@ -20,10 +20,9 @@ from mlpe_fast.load.agentic import AgenticSettings
 from mlpe_fast.load.agentic_scheduler import ABORTED
 from mlpe_fast.load.dataset import DatasetSpec
 from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+from tests.data_files import AGENTIC_CODING as AGENTIC
+from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-AGENTIC = SHARED / "datasets" / "agentic" / "agentic_coding_2.5h.jsonl"
-CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
 SERVER = ("--ttft-ms", "2", "--itl-ms", "0.5", "--seed", "7")
 
 

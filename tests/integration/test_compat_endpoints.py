@@ -36,6 +36,7 @@ from mlpe_fast.compat.endpoints_client import (
 )
 from mlpe_fast.compat.endpoints_launcher import EXIT_REFUSED, SIGNATURES
 from mlpe_fast.sim.stream import chat_chunk, chat_completion, http_response, sse_event
+from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 from tests.integration.scripted import Handler, read_request, serve
 
 HAVE_REFERENCE = importlib.util.find_spec("inference_endpoint") is not None
@@ -45,7 +46,6 @@ needs_reference = pytest.mark.skipif(
     "(package inference-endpoint 0.1.0, Python >= 3.12) is not importable",
 )
 SRC = str(Path(__file__).resolve().parents[2] / "src")
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 # -- stand-ins shaped as the reference's core.types (dropin-seam.md section 4) --
@@ -949,8 +949,8 @@ def test_benchmark_through_the_launcher_with_warmup(sim_url: str, tmp_path: Path
     done = _python(
         "-m", "mlpe_fast.compat.endpoints", "benchmark", "online",
         "--endpoints", sim_url, "--model", "mlpe-sim",
-        "--tokenizer", str(SHARED / "tokenizers" / "char"),
-        "--dataset", f"{SHARED / 'datasets' / 'dummy_1k.jsonl'},parser.prompt=text_input",
+        "--tokenizer", str(CHAR_TOKENIZER),
+        "--dataset", f"{DUMMY_1K},parser.prompt=text_input",
         "--no-cpu-affinity", "--workers", "1", "--load-pattern", "concurrency",
         "--concurrency", "4", "--num-samples", "40", "--duration", "0",
         "--client.warmup-connections", "4", "--max-connections", "4",

@@ -26,6 +26,7 @@ from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
 from mlpe_fast.sim.config import SimConfig, SimStats
 from mlpe_fast.sim.faults import parse_fault
 from mlpe_fast.sim.server import SimServer
+from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 
 TOKENS = 8
 REQUESTS = 16
@@ -292,14 +293,10 @@ def test_a_killed_run_keeps_what_completed_up_to_the_last_second(tmp_path: Path)
 
     report = tmp_path / "run"
     with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "2", "--output-len", "8")) as url:
-        shared = Path(__file__).resolve().parents[3] / "shared" / "data"
-        data = shared / "datasets" / "dummy_1k.jsonl"
-        if not data.exists():
-            pytest.skip("../shared/data is not beside the checkout")
         argv = [
             *(sys.executable, "-m", "mlpe_fast", "run", "--no-progress", "--endpoints", url),
-            *("--model", "mlpe-sim", "--tokenizer", str(shared / "tokenizers" / "char")),
-            *("--dataset", f"{data},parser.prompt=text_input", "--max-output-tokens", "8"),
+            *("--model", "mlpe-sim", "--tokenizer", str(CHAR_TOKENIZER)),
+            *("--dataset", f"{DUMMY_1K},parser.prompt=text_input", "--max-output-tokens", "8"),
             *("--concurrency", "8", "--duration", "60s", "--report-dir", str(report)),
         ]
         run = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

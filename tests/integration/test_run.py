@@ -21,8 +21,8 @@ import pytest
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
 from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
+from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 SAME_CLOCK = sys.platform.startswith("linux")
 
 
@@ -110,7 +110,7 @@ def test_cli_demo_run(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
 def test_user_mistakes_are_one_line_and_status_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], message: str
 ) -> None:
-    data = str(SHARED / "datasets" / "dummy_1k.jsonl") + ",parser.prompt=text_input"
+    data = f"{DUMMY_1K},parser.prompt=text_input"
     code = main([a.replace("{data}", data) for a in argv])
     err = capsys.readouterr().err
     assert code == 2
@@ -120,9 +120,6 @@ def test_user_mistakes_are_one_line_and_status_2(
 def test_unreachable_endpoint_is_a_usage_mistake(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data = SHARED / "datasets" / "dummy_1k.jsonl"
-    if not data.exists():
-        pytest.skip("../shared/data is not beside the checkout")
     code = main(
         [
             "run",
@@ -132,9 +129,9 @@ def test_unreachable_endpoint_is_a_usage_mistake(
             "--model",
             "m",
             "--tokenizer",
-            str(SHARED / "tokenizers" / "char"),
+            str(CHAR_TOKENIZER),
             "--dataset",
-            f"{data},parser.prompt=text_input",
+            f"{DUMMY_1K},parser.prompt=text_input",
             "--num-samples",
             "4",
         ]
@@ -159,14 +156,11 @@ def test_untrusted_certificate_is_a_usage_mistake(
     from mlpe_fast.sim.server import SimServer
 
     config = SimConfig(tls_cert=str(tls_certs.cert_file), tls_key=str(tls_certs.key_file))
-    data = SHARED / "datasets" / "dummy_1k.jsonl"
-    if not data.exists():
-        pytest.skip("../shared/data is not beside the checkout")
     with SimServer.start_in_thread(config) as running:
         argv = [
             *("run", "--no-progress", "--num-samples", "8", "--endpoints", running.url),
-            *("--model", "mlpe-sim", "--tokenizer", str(SHARED / "tokenizers" / "char")),
-            *("--dataset", f"{data},parser.prompt=text_input", "--max-output-tokens", "4"),
+            *("--model", "mlpe-sim", "--tokenizer", str(CHAR_TOKENIZER)),
+            *("--dataset", f"{DUMMY_1K},parser.prompt=text_input", "--max-output-tokens", "4"),
         ]
         code = main(argv)
         err = capsys.readouterr().err
@@ -226,9 +220,6 @@ def test_the_api_key_is_never_written(capsys: pytest.CaptureFixture[str], tmp_pa
         def log_message(self, *args: Any) -> None:
             pass
 
-    data = SHARED / "datasets" / "dummy_1k.jsonl"
-    if not data.exists():
-        pytest.skip("../shared/data is not beside the checkout")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), QuotesTheKey)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -236,8 +227,8 @@ def test_the_api_key_is_never_written(capsys: pytest.CaptureFixture[str], tmp_pa
             [
                 *("run", "--no-progress", "--num-samples", "4", "--api-key", key),
                 *("--endpoints", f"http://127.0.0.1:{server.server_address[1]}"),
-                *("--model", "m", "--tokenizer", str(SHARED / "tokenizers" / "char")),
-                *("--dataset", f"{data},parser.prompt=text_input"),
+                *("--model", "m", "--tokenizer", str(CHAR_TOKENIZER)),
+                *("--dataset", f"{DUMMY_1K},parser.prompt=text_input"),
                 *("--report-dir", str(tmp_path / "run")),
             ]
         )

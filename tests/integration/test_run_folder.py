@@ -21,10 +21,9 @@ from mlpe_fast.analyze import analyze, summary_differences
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
 from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint
+from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 from tests.unit.test_summary import _checker_results
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
 RUN_FILES = {
     "config.yaml",
     "events.jsonl",
@@ -87,8 +86,6 @@ def test_warmup_has_its_own_log(tmp_path: Path) -> None:
 
 
 def test_reasoning_is_counted_through_the_chat_template(tmp_path: Path) -> None:
-    if not CHAR_CHAT.is_dir():
-        pytest.skip("../shared/data is not beside the checkout")
     config = _config(tmp_path, tokenizer=str(CHAR_CHAT))
     result = _run(config, "--reasoning-tokens", "4")
     summary = result.summary
@@ -109,8 +106,6 @@ def test_reasoning_is_counted_through_the_chat_template(tmp_path: Path) -> None:
 
 
 def test_tpot_count_of_a_reasoning_response(tmp_path: Path) -> None:
-    if not CHAR_CHAT.is_dir():
-        pytest.skip("../shared/data is not beside the checkout")
     result = _run(
         _config(tmp_path, tokenizer=str(CHAR_CHAT), num_samples=8), "--reasoning-tokens", "4"
     )
@@ -126,8 +121,6 @@ def test_tpot_count_of_a_reasoning_response(tmp_path: Path) -> None:
 
 
 def test_analyze_reproduces_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if not CHAR_CHAT.is_dir():
-        pytest.skip("../shared/data is not beside the checkout")
     result = _run(_config(tmp_path, tokenizer=str(CHAR_CHAT)), "--reasoning-tokens", "3")
     run = tmp_path / "run"
     analysis = analyze(run)

@@ -42,6 +42,7 @@ from mlpe_fast.sim.server import (
     config_from_args,
 )
 from mlpe_fast.sim.stream import chat_chunk, chunk_frame, completion_chunk, sse_event
+from tests.data_files import CHAR_TOKENIZER
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
@@ -432,20 +433,10 @@ def test_seeded_output_is_reproducible(serve: Any) -> None:
     assert texts(a.port) == texts(b.port) != texts(other.port)
 
 
-def _char_vocab() -> set[str] | None:
-    for base in (REPO.parent / "shared", REPO / "shared"):
-        path = base / "data" / "tokenizers" / "char" / "tokenizer.json"
-        if path.exists():
-            return set(json.loads(path.read_text())["model"]["vocab"])
-    return None
-
-
 def test_vocabulary_is_in_the_char_tokenizer() -> None:
     assert set(VOCAB) == set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ")
-    vocab = _char_vocab()
-    if vocab is None:
-        pytest.skip("shared/data/tokenizers/char/tokenizer.json not found")
-    assert set(VOCAB) <= vocab
+    vocab = json.loads((CHAR_TOKENIZER / "tokenizer.json").read_text())["model"]["vocab"]
+    assert set(VOCAB) <= set(vocab)
 
 
 # --- framing -------------------------------------------------------------------------------

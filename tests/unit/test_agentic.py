@@ -1,5 +1,6 @@
 """The agentic dataset (``load/agentic.py``): rows, histories, salt and
-request bodies, on hand-written trajectories and the shared dataset."""
+request bodies, on hand-written trajectories and the recorded dataset
+(``tests/data``)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from mlpe_fast.load.agentic import (
     salt_markers,
     salted_system,
 )
+from tests.data_files import AGENTIC_CODING
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "datasets" / "agentic"
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}}
 
 
@@ -167,8 +168,8 @@ def test_files_that_are_not_datasets(tmp_path: Path) -> None:
         load_agentic(tmp_path / "meta.jsonl")
 
 
-def test_the_shared_dataset() -> None:
-    data = load_agentic(SHARED / "agentic_coding_2.5h.jsonl")
+def test_the_recorded_dataset() -> None:
+    data = load_agentic(AGENTIC_CODING)
     assert len(data) == 20 and data.client_turns == 1007
     first = data.trajectories[0]
     assert first.conversation_id == "django__django-16899" and first.system is not None
@@ -187,5 +188,5 @@ def test_the_replay_key_ignores_member_order_and_nulls() -> None:
     assert request_key([user, tool]) == request_key([user, reordered])
     assert request_key([user, tool]) != request_key([user, {**tool, "content": "b.py"}])
     assert request_key([{"role": "system", "content": "S"}]) is None  # no task
-    # Every turn of the shared dataset has a key of its own.
-    assert len(load_replay(SHARED / "agentic_coding_2.5h.jsonl", 4)) == 1007
+    # Every turn of the recorded dataset has a key of its own.
+    assert len(load_replay(AGENTIC_CODING, 4)) == 1007

@@ -1,5 +1,5 @@
 """`mlpe-fast analyze` over a hand-built events.jsonl in the reference
-client's format, counted with the shared `char_chat` tokenizer (one
+client's format, counted with the `char_chat` tokenizer of tests/data (one
 character = one token; its chat template renders reasoning and tool calls).
 Every expected number is worked out by hand below (spec §1.1-1.2)."""
 
@@ -13,9 +13,7 @@ import pytest
 
 from mlpe_fast.analyze import analyze
 from mlpe_fast.errors import UsageError
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-CHAR_CHAT = SHARED / "tokenizers" / "char_chat"
+from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 
 A, B, C, D = ("a" * 32, "b" * 32, "c" * 32, "d" * 32)
 MS = 1_000_000
@@ -118,8 +116,6 @@ ISL = {
 
 @pytest.fixture
 def run_folder(tmp_path: Path) -> Path:
-    if not CHAR_CHAT.is_dir():
-        pytest.skip("../shared/data is not beside the checkout")
     (tmp_path / "events.jsonl").write_text("\n".join(LOG) + "\n")
     (tmp_path / "config.yaml").write_text(
         f"model_params:\n  name: m\n  streaming: 'on'\n  tokenizer_name: {CHAR_CHAT}\n"

@@ -3,9 +3,8 @@ worked out by hand with one-character-per-token tokenizers, and equality
 with ``transformers``' ``apply_chat_template`` (the reference client's
 renderer) where transformers is installed.
 
-The shared ``char_chat`` tokenizer comes from ../shared/data beside the
-repository (its tests are skipped where it is absent); the other templates
-are written into tmp dirs with a character tokenizer built here.
+The ``char_chat`` tokenizer is the one in ``tests/data``; the other
+templates are written into tmp dirs with a character tokenizer built here.
 """
 
 from __future__ import annotations
@@ -37,12 +36,7 @@ from mlpe_fast.metrics.chat_template import (
 from mlpe_fast.metrics.count_inputs import merge_tool_call_chunks
 from mlpe_fast.metrics.tokens import load_tokenizer
 from mlpe_fast.wire.events import NO_RESPONSE, ResponseSummary, ToolCall
-
-SHARED_DATA = Path(__file__).parents[2].parent / "shared" / "data"
-CHAR_CHAT = SHARED_DATA / "tokenizers" / "char_chat"
-needs_char_chat = pytest.mark.skipif(
-    not (CHAR_CHAT / "tokenizer.json").is_file(), reason="shared/data/tokenizers/char_chat absent"
-)
+from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 
 U = dict(EMPTY_USER_MESSAGE)
 EA = dict(EMPTY_ASSISTANT_MESSAGE)
@@ -266,10 +260,7 @@ def template_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             ],
         },
     )
-    dirs = {"llama": llama, "qwen": qwen}
-    if (CHAR_CHAT / "tokenizer.json").is_file():
-        dirs["char_chat"] = CHAR_CHAT
-    return dirs
+    return {"llama": llama, "qwen": qwen, "char_chat": CHAR_CHAT}
 
 
 # char_chat: exact renderings and counts by hand -----------------------------------------
@@ -289,7 +280,6 @@ def char_chat_tokenizer() -> Tokenizer:
     return load_tokenizer(str(CHAR_CHAT))
 
 
-@needs_char_chat
 def test_char_chat_renders_the_message_of_spec_1_2(
     char_chat: ChatTemplate, char_chat_tokenizer: Tokenizer
 ) -> None:
@@ -311,7 +301,6 @@ def test_char_chat_renders_the_message_of_spec_1_2(
     assert count(char_chat_tokenizer, char_chat.render_reply(message)) - framing == 55
 
 
-@needs_char_chat
 @pytest.mark.parametrize(
     ("content", "reasoning", "calls", "expected"),
     [
@@ -337,7 +326,6 @@ def test_char_chat_counts(
     assert max(0, count(char_chat_tokenizer, text) - framing) == expected
 
 
-@needs_char_chat
 def test_char_chat_prompt_with_tools_and_generation_prompt(char_chat: ChatTemplate) -> None:
     tools = [{"type": "function", "function": {"name": "get", "description": "<b>&'"}}]
     text = char_chat.render(
@@ -352,7 +340,6 @@ def test_char_chat_prompt_with_tools_and_generation_prompt(char_chat: ChatTempla
     assert no_prompt == "<|im_start|>user\nx<|im_end|>\n"
 
 
-@needs_char_chat
 def test_char_chat_special_tokens_come_from_its_config(char_chat: ChatTemplate) -> None:
     assert char_chat.special_tokens == {
         "bos_token": "<s>",
@@ -890,8 +877,6 @@ def test_render_equals_apply_chat_template(
     case: str,
     add_generation_prompt: bool,
 ) -> None:
-    if name not in template_dirs:
-        pytest.skip("shared/data/tokenizers/char_chat absent")
     directory = template_dirs[name]
     messages, kwargs = CASES[case]
     if "chat_template" in kwargs and name != "qwen":
@@ -918,8 +903,6 @@ def test_counts_equal_the_references_token_count_message(
     """Our count (render, tokenize with ``tokenizers``, subtract the framing)
     against the reference's (apply_chat_template tokenized, minus the user
     prefix and the empty-assistant baseline)."""
-    if name not in template_dirs:
-        pytest.skip("shared/data/tokenizers/char_chat absent")
     directory = template_dirs[name]
     ours = ChatTemplate.from_tokenizer_dir(directory)
     assert ours is not None

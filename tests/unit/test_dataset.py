@@ -1,7 +1,7 @@
 """Datasets: the --dataset syntax, every loader, column mapping, every error.
 
-Files are real files in tmp_path; the reference's own dummy_1k.jsonl comes
-from ../shared/data beside the repository (skipped where it is absent).
+Files are real files in tmp_path; the reference's own dummy_1k.jsonl is
+the copy in tests/data.
 """
 
 from __future__ import annotations
@@ -23,10 +23,7 @@ from mlpe_fast.load.dataset import (
     load_dataset,
     parse_dataset_arg,
 )
-
-SHARED_DATA = Path(__file__).parents[2].parent / "shared" / "data"
-DUMMY_1K = SHARED_DATA / "datasets" / "dummy_1k.jsonl"
-needs_dummy = pytest.mark.skipif(not DUMMY_1K.exists(), reason="shared/data not present")
+from tests.data_files import DUMMY_1K
 
 
 def error_of(spec: DatasetSpec) -> str:
@@ -133,7 +130,6 @@ def test_parse_errors(text: str, message: str) -> None:
 # The reference's dummy_1k ----------------------------------------------------------------
 
 
-@needs_dummy
 def test_dummy_1k_needs_parser_prompt() -> None:
     message = error_of(DatasetSpec(path=str(DUMMY_1K)))
     assert message == (
@@ -142,7 +138,6 @@ def test_dummy_1k_needs_parser_prompt() -> None:
     )
 
 
-@needs_dummy
 def test_dummy_1k_with_parser_prompt() -> None:
     dataset = load_dataset(parse_dataset_arg(f"{DUMMY_1K},parser.prompt=text_input"))
     assert len(dataset) == 1000
@@ -154,7 +149,6 @@ def test_dummy_1k_with_parser_prompt() -> None:
     assert all(s.prompt and s.system is None and s.messages is None for s in dataset.samples)
 
 
-@needs_dummy
 def test_dummy_1k_first_samples() -> None:
     dataset = load_dataset(parse_dataset_arg(f"{DUMMY_1K},parser.prompt=text_input,samples=10"))
     assert len(dataset) == 10

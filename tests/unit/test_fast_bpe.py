@@ -15,7 +15,6 @@ import json
 import random
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,8 +29,7 @@ from mlpe_fast.metrics.fast_bpe import (
     ineligibility_reason,
     translate_pattern,
 )
-
-SHARED_TOKENIZERS = Path("/work/shared/data/tokenizers")
+from tests.data_files import TOKENIZERS
 
 LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
@@ -305,10 +303,8 @@ def test_encode_special_tokens_is_ineligible() -> None:
 
 
 @pytest.mark.parametrize("name", ["char", "char_chat"])
-def test_shared_word_level_tokenizers_are_ineligible(name: str) -> None:
-    path = SHARED_TOKENIZERS / name / "tokenizer.json"
-    if not path.is_file():
-        pytest.skip(f"{path} not present")
+def test_the_char_word_level_tokenizers_are_ineligible(name: str) -> None:
+    path = TOKENIZERS / name / "tokenizer.json"
     tokenizer = Tokenizer.from_file(str(path))
     model_type = json.loads(tokenizer.to_str())["model"]["type"]
     assert FastBPECounter.from_tokenizer(tokenizer) is None

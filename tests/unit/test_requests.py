@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -28,8 +27,7 @@ from mlpe_fast.load.requests import (
     shuffled_order,
 )
 from mlpe_fast.load.salt import SALT_PREFIX_LEN, Salter, default_salt_seed, salt_prompt
-
-DUMMY_1K = Path(__file__).parents[2].parent / "shared" / "data" / "datasets" / "dummy_1k.jsonl"
+from tests.data_files import DUMMY_1K
 
 
 def dataset(*samples: Sample) -> Dataset:
@@ -355,7 +353,6 @@ def test_feed_checks_its_inputs() -> None:
         RequestFeed(data.samples[:2], plain, sequential_order(2))
 
 
-@pytest.mark.skipif(not DUMMY_1K.exists(), reason="shared/data not present")
 def test_dummy_1k_feed() -> None:
     data = load_dataset(parse_dataset_arg(f"{DUMMY_1K},parser.prompt=text_input"))
     cfg = config("--model", "llama", "--endpoints", "http://h:1", "--max-output-tokens", "128")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import queue
 from array import array
-from pathlib import Path
 from types import EllipsisType
 
 import msgspec
@@ -32,10 +31,7 @@ from mlpe_fast.scale.messages import (
 )
 from mlpe_fast.scale.ray_cluster import verdict
 from mlpe_fast.scale.split import engines_for, lease_block, split_concurrency, usable_cores
-
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
-DATASET = SHARED / "datasets" / "dummy_1k.jsonl"
-
+from tests.data_files import DUMMY_1K
 
 # The split ------------------------------------------------------------------------
 
@@ -152,7 +148,7 @@ class _Channel(LeaseChannel):
 
 
 def _config(**changes: object) -> RunConfig:
-    spec = DatasetSpec(path=str(DATASET), name="dummy", prompt_column="text_input")
+    spec = DatasetSpec(path=str(DUMMY_1K), name="dummy", prompt_column="text_input")
     config = RunConfig(model="m", datasets=(spec,), max_output_tokens=8)
     return msgspec.structs.replace(config, **changes)
 
