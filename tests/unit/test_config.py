@@ -868,7 +868,13 @@ def test_api_key_from_a_file_is_redacted_in_config_yaml(tmp_path: Path) -> None:
     assert "<redacted>" in text
 
 
-def test_send_max_tokens_flag_and_yaml() -> None:
+def test_send_max_tokens_flag_and_yaml(tmp_path: Path) -> None:
     assert run().send_max_tokens is False
-    assert run("--send-max-tokens").send_max_tokens is True
+    config = run("--send-max-tokens")
+    assert config.send_max_tokens is True
     assert run(config={"mlpe_fast": {"send_max_tokens": True}}).send_max_tokens is True
+    # config.yaml keeps it, so that a written config runs the same again
+    path = tmp_path / "config.yaml"
+    write_config_yaml(path, config)
+    assert load_yaml(str(path))["mlpe_fast"]["send_max_tokens"] is True
+    assert resolve(parser().parse_args([]), load_yaml(str(path))).send_max_tokens is True

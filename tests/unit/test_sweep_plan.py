@@ -61,6 +61,8 @@ def diff(old: RunConfig, new: RunConfig, **kwargs: Any) -> list[str]:
         ({"generation": Generation(temperature=0.5)}, "model_params.temperature unset -> 0.5"),
         ({"warmup_requests": 4}, "settings.warmup.enabled (--warmup-*) false -> true"),
         ({"http2": True}, "mlpe_fast.http2 (--http2) unset -> true"),
+        ({"send_max_tokens": True}, "mlpe_fast.send_max_tokens (--send-max-tokens) unset -> true"),
+        ({"max_duration_s": 5.0}, "settings.runtime.max_duration_ms (--max-duration) 0 -> 5000"),
         ({"concurrency": 2}, "settings.load_pattern.target_concurrency"),
         ({"mlperf_model": "gpt-oss-120b"}, "submission_ref.model (--mlperf-model)"),
         ({"mode": "acc"}, "mlpe_fast.mode (--mode) perf -> acc"),

@@ -193,6 +193,8 @@ def config_to_yaml_dict(
         "salt_random_seed": config.seeds.salt_seed,
         "timeouts": timeouts,
     }
+    if config.send_max_tokens:
+        out["mlpe_fast"]["send_max_tokens"] = True
     if config.http2:
         out["mlpe_fast"]["http2"] = True
     if config.ca_bundle is not None:

@@ -77,6 +77,7 @@ _FLAGS: dict[tuple[str, ...], str] = {
     ("mlpe_fast", "salt_random_seed"): "--salt-seed",
     ("mlpe_fast", "timeouts"): "--timeout-*",
     ("mlpe_fast", "http2"): "--http2",
+    ("mlpe_fast", "send_max_tokens"): "--send-max-tokens",
     ("mlpe_fast", "receive_stamps"): "--receive-stamps",
     ("mlpe_fast", "engines"): "--engines",
     ("mlpe_fast", "min_streams_per_engine"): "--min-streams-per-engine",
