@@ -176,11 +176,15 @@ def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
 
 
 @contextlib.contextmanager
-def simulated_endpoint(flags: tuple[str, ...] = DEMO_SERVER_FLAGS) -> Iterator[str]:
+def simulated_endpoint(
+    flags: tuple[str, ...] = DEMO_SERVER_FLAGS, *, script: str | None = None
+) -> Iterator[str]:
     """Starts ``mlpe-fast serve`` in its own process (so that its CPU is not
-    the client's) and yields its URL."""
+    the client's) and yields its URL; ``script``: a Python file that serves
+    it instead (a test's wrapped server), taking the same flags."""
+    server = ["-m", "mlpe_fast.sim.server"] if script is None else [script]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mlpe_fast.sim.server", "--port", "0", *flags],
+        [sys.executable, *server, "--port", "0", *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -39,7 +39,7 @@ import mlpe_fast.sim
 from mlpe_fast.artifacts.events import PromptData, iter_events
 from mlpe_fast.artifacts.run_folder import read_config_yaml
 from mlpe_fast.cli import main
-from mlpe_fast.runner import stop_process
+from mlpe_fast.runner import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 from tests.integration.tally_sim import SCRIPT, read_tally
 
@@ -78,23 +78,9 @@ YAML_PATTERN = {"concurrency": "concurrency", "offline": "max_throughput", "pois
 # --- servers -------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _server(*flags: str) -> Iterator[str]:
+def _server(*flags: str) -> contextlib.AbstractContextManager[str]:
     """The counting simulated endpoint in its own process; yields its URL."""
-    proc = subprocess.Popen(
-        [sys.executable, SCRIPT, "--port", "0", *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert " at http" in line, line or (proc.stderr.read() if proc.stderr else "")
-        yield line.split(" at ", 1)[1].split()[0]
-    finally:
-        stop_process(proc)
+    return simulated_endpoint(flags, script=SCRIPT)
 
 
 @pytest.fixture(scope="module")

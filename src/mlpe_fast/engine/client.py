@@ -351,16 +351,10 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> RequestRecord:
         """Sends one request and returns its record (``headers``: as for :meth:`issue`)."""
-        future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
-
-        def settle(record: RequestRecord) -> None:
-            if not future.done():
-                future.set_result(record)
-
-        self.issue(
-            body, settle, path=path, sample_index=sample_index, sample_id=sample_id, headers=headers
-        )
-        return await future
+        return await awaited_record(
+            self.issue, body, path=path, sample_index=sample_index, sample_id=sample_id,
+            headers=headers,
+        )  # fmt: skip
 
     @property
     def connections_opened(self) -> int:
@@ -442,6 +436,27 @@ class Client:
             )
         elif idle is not None and now - max(request.last_read_ns, request.t_issue) > idle:
             request.fail(now, "IdleTimeout", f"no bytes from the endpoint for {idle / 1e9:g} s")
+
+
+async def awaited_record(
+    issue: Callable[..., None],
+    body: bytes | Mapping[str, Any],
+    *,
+    path: str,
+    sample_index: int,
+    sample_id: str | None,
+    headers: Mapping[str, str] | None,
+) -> RequestRecord:
+    """The record of one request sent with ``issue`` (a client's
+    :meth:`Client.issue`, or :class:`~.replicas.Replicas`'), awaited."""
+    future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
+
+    def settle(record: RequestRecord) -> None:
+        if not future.done():
+            future.set_result(record)
+
+    issue(body, settle, path=path, sample_index=sample_index, sample_id=sample_id, headers=headers)
+    return await future
 
 
 def _without_secret(record: RequestRecord, secret: str) -> RequestRecord:

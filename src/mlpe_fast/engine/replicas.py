@@ -20,13 +20,12 @@ processes.  With one endpoint the run uses its :class:`Client` directly.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
-from .client import CHAT_PATH, Client, EndpointUnreachable
+from .client import CHAT_PATH, Client, EndpointUnreachable, awaited_record
 from .connection import Exchange
 from .record import RequestRecord
 
@@ -153,16 +152,11 @@ class Replicas:
         sample_id: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> RequestRecord:
-        future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
-
-        def settle(record: RequestRecord) -> None:
-            if not future.done():
-                future.set_result(record)
-
-        self.issue(
-            body, settle, path=path, sample_index=sample_index, sample_id=sample_id, headers=headers
-        )
-        return await future
+        """One request on the replica :meth:`_pick` chooses, awaited."""
+        return await awaited_record(
+            self.issue, body, path=path, sample_index=sample_index, sample_id=sample_id,
+            headers=headers,
+        )  # fmt: skip
 
     @staticmethod
     def _tagging(index: int) -> Callable[[RequestRecord], RequestRecord]:
