@@ -11,7 +11,8 @@ stderr); 3 mlpe-fast could not get ready (the simulated endpoint did not
 start, say); 4 the run finished but no request succeeded; 5 an engine
 process was lost; 6 the run finished, but some answers are not what was
 asked for (``EmptyAnswer`` failures, answers without a finish reason or
-longer than asked: ``metrics/answers.py``); 130 interrupted
+longer than asked: ``metrics/answers.py``); 130 interrupted; 141 the output
+pipe closed (``| head``: what the run had written stays)
 (the run folder is still written, its summary says ``interrupted``).
 Endpoint faults during a run are counted and explained in the results, not
 raised.
@@ -20,6 +21,7 @@ raised.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -38,6 +40,7 @@ EXIT_SETUP = 3
 EXIT_NOTHING_SUCCEEDED = 4
 EXIT_ENGINE_LOST = 5
 EXIT_SUSPECT_ANSWERS = 6
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command its pipe ended
 EXIT_INTERRUPTED = 130
 
 
@@ -108,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .config import resolve
+    from .config import given_fields, resolve
     from .engine.loop import loop_runner_for_platform
     from .runner import (
         DEMO_SERVER_FLAGS,
@@ -119,9 +122,10 @@ def _run(args: argparse.Namespace) -> int:
     )
 
     config = resolve(args)
-    given = {name for name in ("concurrency", "max_output_tokens") if getattr(args, name, None)}
+    given = given_fields(args)
     lost: list[str] = []  # why points on several engines were cut short
     suspect: list[str] = []  # points whose answers are not what was asked for
+    nothing: list[tuple[str, str]] = []  # points where no request succeeded, and why
 
     async def point(config: RunConfig, endpoints: tuple[str, ...]) -> PointResult:
         result = await run_point(config, endpoints, progress=not args.no_progress)
@@ -134,7 +138,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"mlpe-fast: the point was cut short: {result.failure}{kept}", file=sys.stderr)
         if result.answers is not None and result.answers.suspect:
             suspect.append(f"concurrency {config.concurrency}")
+        if result.stats.issued and not result.stats.completed:
+            first = next(iter(result.stats.error_examples.values()), "")
+            nothing.append((f"concurrency {config.concurrency}", first))
         return result
+
+    def nothing_succeeded() -> int:
+        where = f" at {', '.join(at for at, _ in nothing)}" if len(nothing) > 1 else ""
+        print(f"mlpe-fast: no request succeeded{where}: {nothing[0][1]}", file=sys.stderr)
+        return EXIT_NOTHING_SUCCEEDED
 
     def suspect_answers() -> int:
         where = f" (at {', '.join(suspect)})" if len(suspect) > 1 else ""
@@ -155,6 +167,8 @@ def _run(args: argparse.Namespace) -> int:
             if interrupted:
                 print("mlpe-fast: interrupted; the curve stops at that point", file=sys.stderr)
                 return EXIT_INTERRUPTED
+            if nothing:
+                return nothing_succeeded()
             return suspect_answers() if suspect else 0
         result = await point(config_for_run, endpoints)
         if result.failure is not None:
@@ -162,12 +176,16 @@ def _run(args: argparse.Namespace) -> int:
         if result.state == "interrupted":
             print("mlpe-fast: interrupted; the results cover what completed", file=sys.stderr)
             return EXIT_INTERRUPTED
-        if result.stats.issued and not result.stats.completed:
-            first = next(iter(result.stats.error_examples.values()), "")
-            print(f"mlpe-fast: no request succeeded: {first}", file=sys.stderr)
-            return EXIT_NOTHING_SUCCEEDED
+        if nothing:
+            return nothing_succeeded()
         return suspect_answers() if suspect else 0
 
+    if not config.endpoints and (config.insecure or config.ca_bundle):
+        flag = "--insecure" if config.insecure else "--ca-bundle"
+        raise UsageError(
+            f"{flag} is for an https:// endpoint; without --endpoints the demo measures its "
+            "simulated endpoint over plain http://"
+        )
     loop_runner = loop_runner_for_platform()
     config_for_run = config if config.endpoints else demo_config(config, given)
     # The plan before the first request; refusals before any endpoint starts.
@@ -260,6 +278,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mlpe-fast: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of the output went away (``| head``): no traceback, and
+        # no second error when Python flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("mlpe-fast: the output pipe closed; stopped there", file=sys.stderr)
+        return EXIT_BROKEN_PIPE
     except MlpeError as error:
         print(f"mlpe-fast: {error}", file=sys.stderr)
         return EXIT_USAGE

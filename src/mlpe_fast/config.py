@@ -817,6 +817,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 # Resolution -------------------------------------------------------------------------------
 
 
+def given_fields(args: argparse.Namespace) -> set[str]:
+    """The :class:`RunConfig` settings the user gave, by flag or in the
+    ``-c`` file (the demo fills in only the others).
+
+    Raises:
+        UsageError: the file cannot be read.
+    """
+    config_path = getattr(args, "config", None)
+    fields, _ = _flatten_yaml(load_yaml(config_path) if config_path else {})
+    given = set(fields)
+    given |= {field for dest, (field, _) in _FLAGS.items() if getattr(args, dest, None) is not None}
+    return given
+
+
 def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None) -> RunConfig:
     """Builds the :class:`RunConfig`: flags over YAML over defaults, checked.
 
@@ -911,6 +925,9 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             f"{where} {found[0] if found else 'eval'}: no accuracy dataset; add "
             "--dataset acc:PATH,accuracy_config.ground_truth=COLUMN"
         )
+
+    _check_one_performance_dataset(datasets, bool(cli_datasets))
+    _check_pattern_flags(fields, from_cli, load_pattern)
 
     # endpoint
     endpoints, named_route = _endpoints(get("endpoints"))
@@ -1015,6 +1032,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             "target_qps": target_qps,
         }
         _check_agentic(fields, given, warmup_requests)
+        _check_agentic_requests(fields, streaming, api_type)
         offline = _agentic_offline(fields, offline)
     return RunConfig(
         endpoints=endpoints,
@@ -1044,7 +1062,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         or ("offline_benchmark" if load_pattern == "offline" else "online_benchmark"),
         use_legacy_loadgen_qps_metrics=True if legacy_qps is None else legacy_qps,
         mode=mode,
-        mlperf_model=_opt(get("mlperf_model"), _string) or "",
+        mlperf_model=_mlperf_model(get("mlperf_model")),
         sweep=sweep,
         max_concurrency=max_concurrency,
         offline=offline,
@@ -1111,6 +1129,91 @@ def _check_agentic(fields: _Fields, given: Mapping[str, Any], warmup_requests: i
         raise UsageError(
             f"{(engines or fields['ray'])[1]}: an agentic_inference run uses one engine"
         )
+
+
+def _check_agentic_requests(fields: _Fields, streaming: Streaming, api_type: ApiType) -> None:
+    """What an agentic run's requests cannot be asked to do: their bodies
+    come from the dataset's turns (``load/agentic.py``), streamed, salted
+    by its ``agentic_inference.enable_salt``, capped by each turn's own
+    limit, on the chat route."""
+    refused = (
+        ("streaming", streaming == "off", "its turns are always streamed (TTFT, TPOT per turn)"),
+        ("salt", "salt" in fields and not fields["salt"][0], _AGENTIC_SALT),
+        ("send_max_tokens", bool(fields.get("send_max_tokens", (False,))[0]), _AGENTIC_CAP),
+        ("api_type", api_type != "openai", "its turns are chat messages (/v1/chat/completions)"),
+    )
+    for field, wrong, why in refused:
+        if wrong:
+            raise UsageError(f"{fields[field][1]}: not for an agentic_inference run: {why}")
+
+
+_AGENTIC_SALT = (
+    "its salt is the dataset's agentic_inference.enable_salt (YAML), the reference's setting"
+)
+_AGENTIC_CAP = "each turn carries its own limit (the dataset's, else --max-output-tokens)"
+
+
+#: The benchmark model names the official checker accepts (spec §2.8).
+MLPERF_MODELS = (
+    "llama3_1-8b",
+    "gpt-oss-120b",
+    "deepseek-r1",
+    "kimi-k3",
+    "qwen3_6-35b-a3b",
+    "deepseek-v4_1-flash",
+)
+
+
+def _mlperf_model(found: tuple[Any, str] | None) -> str:
+    """``--mlperf-model``: one of :data:`MLPERF_MODELS`, so that a typo
+    cannot turn the accuracy gate off without a word."""
+    if found is None:
+        return ""
+    name = _string(found)
+    if name not in MLPERF_MODELS:
+        raise UsageError(
+            f"{found[1]} {name!r}: not an MLPerf Endpoints model; one of {', '.join(MLPERF_MODELS)}"
+        )
+    return name
+
+
+def _check_one_performance_dataset(datasets: Sequence[DatasetSpec], from_cli: bool) -> None:
+    """A run measures one performance dataset (its samples are the point's
+    queries); a second one would be silently left out."""
+    performance = [d for d in datasets if d.type == "performance"]
+    if len(performance) > 1:
+        where = "--dataset" if from_cli else "datasets"
+        names = ", ".join(d.display_name for d in performance)
+        raise UsageError(
+            f"{where}: {len(performance)} performance datasets ({names}); a run measures one: "
+            "keep one, or mark the others acc: with an accuracy_config"
+        )
+
+
+def _check_pattern_flags(fields: _Fields, from_cli: set[str], pattern: LoadPattern) -> None:
+    """Flags given beside a load pattern that has no use for them: refused,
+    rather than silently ignored (a curve's points are fixed-concurrency
+    points, spec §2.4)."""
+    given = {field for field in ("concurrency", "target_qps", "duration") if field in from_cli}
+    unused = {
+        "concurrency": {"target_qps": "a rate is for --load-pattern poisson"},
+        "poisson": {
+            "concurrency": "a Poisson point has arrivals at --target-qps, no concurrency; "
+            "a curve's points are fixed-concurrency points (spec §2.4)",
+        },
+        "offline": {
+            "concurrency": "an Offline point issues every sample at once (its concurrency is "
+            "the sample count)",
+            "duration": "an Offline point issues the dataset once, at once; size it with "
+            "--num-samples",
+        },
+    }.get(pattern, {})
+    for field in sorted(given):
+        why = unused.get(field)
+        if why:
+            raise UsageError(
+                f"{fields[field][1]}: not for --load-pattern {pattern}: {why}; leave it out"
+            )
 
 
 def _agentic_offline(fields: _Fields, offline: OfflineKind) -> OfflineKind:
@@ -1451,14 +1554,24 @@ def _api_key(
     the first line of ``--api-key-file`` (YAML ``mlpe_fast.api_key_file``),
     else ``$OPENAI_API_KEY`` when an endpoint is measured; a command line
     shows in ``ps``, a file or the environment does not."""
-    if key is not None and key_file is not None:
+    if key is not None and key_file is not None and key[0] != REDACTED:
         raise UsageError(f"{key[1]} and {key_file[1]}: give the API key one way")
+    from_env = os.environ.get(API_KEY_ENV, "").strip() if endpoint_given else ""
     if key is not None:
         api_key = _string(key)
-        if api_key == REDACTED:
-            logger.warning("api_key is %r (a written config.yaml): sending no API key", REDACTED)
-            return None
-        return api_key
+        if api_key != REDACTED:
+            return api_key
+        # A written config.yaml run again: the key comes from elsewhere.
+        if key_file is None:
+            if not from_env:
+                logger.warning(
+                    "mlpe-fast: %s is %r (a written config.yaml): sending no API key "
+                    "(set %s or pass --api-key-file)",
+                    key[1],
+                    REDACTED,
+                    API_KEY_ENV,
+                )
+            return from_env or None
     if key_file is not None:
         path = Path(_string(key_file)).expanduser()
         try:
@@ -1470,7 +1583,6 @@ def _api_key(
         if not first:
             raise UsageError(f"{key_file[1]} {path}: the file is empty (the key is its first line)")
         return first
-    from_env = os.environ.get(API_KEY_ENV, "").strip() if endpoint_given else ""
     return from_env or None
 
 

@@ -318,7 +318,12 @@ async def run_point(
     warmup_events: EventsWriter | None = None
     if folder is not None:
         try:
-            folder.prepare()
+            if folder.prepare():
+                print(
+                    f"mlpe-fast: --report-dir {folder.path}: replacing the run measured there "
+                    "before",
+                    file=sys.stderr if err is None else err,
+                )
         except BaseException:
             if plan is not None:
                 plan.close()

@@ -22,6 +22,8 @@ from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
 from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
+pytestmark = pytest.mark.pipeline
+
 # The checker's minimum accuracy sample count for llama3_1-8b (spec §2.6).
 LLAMA_SAMPLES = 13_368
 # The gate's gen_len window is 8,167,644 characters +-10 %: about 611 per summary.

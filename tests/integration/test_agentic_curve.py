@@ -23,6 +23,8 @@ from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 from .curve_bundles import bundle_and_check, system_file
 from .swe_bench_fake import FakeService, serve_fake
 
+pytestmark = pytest.mark.pipeline
+
 pytest.importorskip("submission_checker", reason="the official checker is not installed")
 
 C_MAX = 40

@@ -23,6 +23,8 @@ from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
 from tests.data_files import AGENTIC_CODING as AGENTIC
 from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 
+pytestmark = pytest.mark.pipeline
+
 SERVER = ("--ttft-ms", "2", "--itl-ms", "0.5", "--seed", "7")
 
 

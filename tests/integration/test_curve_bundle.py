@@ -18,6 +18,8 @@ from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
 from .curve_bundles import bundle_and_check, system_file
 
+pytestmark = pytest.mark.pipeline
+
 pytest.importorskip("submission_checker", reason="the official checker is not installed")
 
 # The checker's minimum accuracy sample count for deepseek-r1 (spec §2.6).

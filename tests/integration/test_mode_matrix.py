@@ -43,9 +43,10 @@ from mlpe_fast.runner import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 from tests.integration.tally_sim import SCRIPT, read_tally
 
-pytestmark = pytest.mark.skipif(
-    sys.platform == "win32", reason="the interruption tests use POSIX signals"
-)
+pytestmark = [
+    pytest.mark.pipeline,
+    pytest.mark.skipif(sys.platform == "win32", reason="the interruption tests use POSIX signals"),
+]
 
 DEMO_DATASET = str(Path(mlpe_fast.sim.__file__).parent / "demo_prompts.jsonl")
 FAST = ("--ttft-ms", "1", "--itl-ms", "0.2", "--seed", "5")

@@ -30,6 +30,8 @@ from mlpe_fast.report.pareto import (
     write_html,
 )
 
+pytestmark = pytest.mark.pipeline
+
 _BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 _WIDTH, _HEIGHT = 1200, 900
 

@@ -28,6 +28,8 @@ from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
 
 from .swe_bench_fake import FakeService, serve_fake
 
+pytestmark = pytest.mark.pipeline
+
 IDS = ["astropy__astropy-12907", "django__django-11099", "sympy__sympy-20590"]
 
 

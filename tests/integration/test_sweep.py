@@ -13,6 +13,8 @@ from mlpe_fast import runner
 from mlpe_fast.cli import main
 from mlpe_fast.sim import __file__ as sim_init
 
+pytestmark = pytest.mark.pipeline
+
 DEMO_PROMPTS = Path(sim_init).parent / "demo_prompts.jsonl"
 DEMO_SIZE = sum(1 for line in DEMO_PROMPTS.read_text().splitlines() if line.strip())
 

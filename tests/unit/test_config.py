@@ -402,9 +402,18 @@ def test_yaml_warmup_disabled_and_counted() -> None:
     assert run(config=counted).warmup_requests == 50
 
 
-def test_yaml_redacted_api_key_is_not_sent() -> None:
+def test_yaml_redacted_api_key_is_not_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = run(config={"endpoint_config": {"api_key": "<redacted>"}})
     assert config.api_key is None
+    # a written config.yaml run again takes the key from the environment or a file
+    written = {"endpoint_config": {"endpoints": ["http://h"], "api_key": "<redacted>"}}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+    assert run("--model", "m", config=written).api_key == "sk-env"
+    key_file = tmp_path / "key"
+    key_file.write_text("sk-file", encoding="utf-8")
+    assert run("--model", "m", "--api-key-file", str(key_file), config=written).api_key == (
+        "sk-file"
+    )
 
 
 def test_empty_yaml_file(tmp_path: Path) -> None:
@@ -878,3 +887,57 @@ def test_send_max_tokens_flag_and_yaml(tmp_path: Path) -> None:
     write_config_yaml(path, config)
     assert load_yaml(str(path))["mlpe_fast"]["send_max_tokens"] is True
     assert resolve(parser().parse_args([]), load_yaml(str(path))).send_max_tokens is True
+
+
+# Settings a run would silently leave unused: refused ---------------------------------------
+
+AGENTIC = ("--load-pattern", "agentic_inference", "--dataset", "trajectories.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--streaming", "off"), "--streaming: not for an agentic_inference run: its turns"),
+        (("--no-salt",), "--salt/--no-salt: not for an agentic_inference run: its salt"),
+        (("--send-max-tokens",), "--send-max-tokens: not for an agentic_inference run"),
+        (("--api-type", "openai-completions"), "--api-type: not for an agentic_inference run"),
+    ],
+)
+def test_agentic_runs_refuse_request_settings_they_cannot_apply(
+    flags: tuple[str, ...], said: str
+) -> None:
+    assert usage_error(*AGENTIC, *flags).startswith(said)
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--load-pattern", "poisson", "--target-qps", "5", "--concurrency", "1,2"),
+         "--concurrency: not for --load-pattern poisson"),
+        (("--load-pattern", "poisson", "--target-qps", "5", "--concurrency", "3"),
+         "--concurrency: not for --load-pattern poisson"),
+        (("--load-pattern", "offline", "--concurrency", "4"),
+         "--concurrency: not for --load-pattern offline"),
+        (("--load-pattern", "offline", "--duration", "5s"),
+         "--duration: not for --load-pattern offline"),
+        (("--load-pattern", "concurrency", "--target-qps", "5"),
+         "--target-qps: not for --load-pattern concurrency"),
+    ],
+)  # fmt: skip
+def test_flags_a_load_pattern_has_no_use_for_are_refused(flags: tuple[str, ...], said: str) -> None:
+    assert usage_error(*flags).startswith(said)
+
+
+def test_a_second_performance_dataset_is_refused() -> None:
+    message = usage_error("--dataset", "a.jsonl", "--dataset", "b.jsonl")
+    assert message.startswith("--dataset: 2 performance datasets (a, b); a run measures one")
+    # an accuracy dataset beside it is fine
+    config = run("--dataset", "a.jsonl", "--dataset", "acc:b.jsonl,accuracy_config.ground_truth=o")
+    assert [d.type for d in config.datasets] == ["performance", "accuracy"]
+
+
+def test_an_unknown_mlperf_model_is_refused() -> None:
+    message = usage_error("--mlperf-model", "llama3.1-8b")
+    assert message.startswith("--mlperf-model 'llama3.1-8b': not an MLPerf Endpoints model")
+    assert "llama3_1-8b" in message
+    assert run("--mlperf-model", "kimi-k3").mlperf_model == "kimi-k3"

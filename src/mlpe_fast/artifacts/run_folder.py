@@ -30,6 +30,7 @@ does.
 from __future__ import annotations
 
 import importlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,25 @@ def read_config_yaml(folder: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         raise UsageError(f"cannot read {path}: {' '.join(str(error).split())}") from None
     return loaded if isinstance(loaded, dict) else {}
+
+
+#: What a run writes into its folder (module doc), removed from a folder a
+#: run is measured into again: the new run's files must be the only ones.
+RUN_ENTRIES = (
+    "config.yaml",
+    "report.txt",
+    "events.jsonl",
+    "warmup_events.jsonl",
+    "sample_idx_map.json",
+    "steady_state.json",
+    "scores.json",
+    "performance",
+    "accuracy",
+    "metrics",
+    "analysis",
+    "distributed",
+    "swe_bench_runs",
+)
 
 
 class RunFolder:
@@ -105,20 +125,37 @@ class RunFolder:
     def ready(self) -> Path:
         return self.path / "metrics" / ".ready"
 
-    def prepare(self) -> None:
+    def prepare(self) -> list[str]:
         """Creates the folder and ``metrics/``, checks that a file can be
-        written there, and removes a ``metrics/.ready`` an earlier point left
-        in the same folder (module doc: it is touched by :meth:`write_results`).
+        written there, and removes what an earlier run left in the same
+        folder (:data:`RUN_ENTRIES`: its ``warmup_events.jsonl``, accuracy
+        results or analysis would otherwise sit beside this run's files as
+        if they were its own; ``metrics/.ready`` is touched by
+        :meth:`write_results`).  Returns the names removed; other files
+        are left alone.
 
         Raises:
             UsageError: the folder cannot be written (one line, exit 2).
         """
         probe = self.path / "metrics" / ".write-check"
+        removed = []
+        # Only a folder a run wrote (its log and config both there) is
+        # cleared: a folder of the user's own keeps whatever it holds.
+        earlier_run = self.events.is_file() and self.config_yaml.is_file()
         try:
+            for name in RUN_ENTRIES if earlier_run else ():
+                entry = self.path / name
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                elif entry.exists() or entry.is_symlink():
+                    entry.unlink()
+                else:
+                    continue
+                removed.append(name)
             probe.parent.mkdir(parents=True, exist_ok=True)
             probe.touch()
             probe.unlink()
-            self.ready.unlink(missing_ok=True)
+            return removed
         except OSError as error:
             raise UsageError(
                 f"--report-dir {self.path}: cannot write there: {error.strerror or error}"

@@ -1,0 +1,115 @@
+"""What a new user runs into with ``mlpe-fast run``, end to end: each was
+found by trying every flag once, and each must end in one clear line and
+the right exit status (never a traceback, a silently ignored setting, or a
+status that says all went well when it did not)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import mlpe_fast.sim
+from mlpe_fast.cli import main
+from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
+
+DEMO_DATASET = str(Path(mlpe_fast.sim.__file__).parent / "demo_prompts.jsonl")
+FAST = ("--ttft-ms", "1", "--itl-ms", "0.2", "--seed", "3")
+
+
+@pytest.fixture(scope="module")
+def failing() -> Iterator[str]:
+    """An endpoint that answers every completion request with HTTP 500."""
+    with simulated_endpoint((*FAST, "--fault", "status-500")) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with simulated_endpoint(FAST) as url:
+        yield url
+
+
+def _run(url: str, *flags: str) -> list[str]:
+    return [
+        *("run", "--no-progress", "--endpoints", url, "--model", "m"),
+        *("--tokenizer", DEMO_TOKENIZER, "--dataset", DEMO_DATASET, "--max-output-tokens", "4"),
+        *flags,
+    ]
+
+
+def test_a_curve_where_nothing_succeeded_is_status_4(
+    failing: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flags = ("--concurrency", "1,2", "--offline", "none", "--num-samples", "3")
+    status = main(_run(failing, *flags, "--report-dir", str(tmp_path / "curve")))
+    err = capsys.readouterr().err
+    assert status == 4
+    assert "mlpe-fast: no request succeeded at concurrency 1, concurrency 2: HTTP 500" in err
+
+
+def test_a_run_folder_measured_into_again_holds_only_the_new_run(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "run"
+    assert main(_run(endpoint, "--num-samples", "3", "--warmup-requests", "2",
+                     "--report-dir", str(folder))) == 0  # fmt: skip
+    assert (folder / "warmup_events.jsonl").is_file()
+    (folder / "notes.txt").write_text("mine", encoding="utf-8")  # not a run's: kept
+    capsys.readouterr()
+    assert main(_run(endpoint, "--num-samples", "5", "--report-dir", str(folder))) == 0
+    assert "replacing the run measured there before" in capsys.readouterr().err
+    assert not (folder / "warmup_events.jsonl").exists()
+    assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine"
+    summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
+    assert summary["n_samples_issued"] == 5
+
+
+def test_the_demo_takes_its_settings_from_a_yaml_file_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "demo.yaml"
+    path.write_text(
+        "model_params: {max_new_tokens: 12}\n"
+        "settings: {load_pattern: {type: concurrency, target_concurrency: 2}}\n",
+        encoding="utf-8",
+    )
+    assert main(["run", "-c", str(path), "--dry-run"]) == 0
+    assert "plan: one point: concurrency 2, 256 samples" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
+def test_the_demo_refuses_tls_settings_before_it_starts(
+    flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "ca.pem").write_text("", encoding="utf-8")
+    flag = tuple(str(tmp_path / f) if f.endswith(".pem") else f for f in flag)
+    assert main(["run", *flag]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is for an https:// endpoint" in err[0]
+
+
+def test_a_closed_output_pipe_is_one_line_not_a_traceback(endpoint: str, tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "mlpe_fast.cli", *_run(endpoint, "--num-samples", "2")]
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # the plan, then the reader goes away (| head -1)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(60) == 141
+    assert "Traceback" not in err
+    assert err.strip().splitlines() == ["mlpe-fast: the output pipe closed; stopped there"]
