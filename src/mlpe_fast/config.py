@@ -199,7 +199,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         warmup_salt: salt warmup queries (default on: warmup may use
             performance samples, spec §2.4).
         warmup_drain: wait for warmup responses before measuring.
-        streaming: "on"/"off" after :func:`resolve` ("auto" resolved).
+        streaming: "on", "off" or "auto": on except for an Offline point
+            (:attr:`stream`; a curve's dedicated Offline point too).
         max_output_tokens: ``max_completion_tokens`` (chat) or
             ``max_tokens`` (completions).
         send_max_tokens: chat requests carry ``max_tokens`` too, for
@@ -980,8 +981,8 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
     streaming: Streaming = "auto"
     if (found := get("streaming")) is not None:
         streaming = _streaming(found)
-    if streaming == "auto":
-        streaming = "off" if load_pattern == "offline" else "on"
+    # "auto" stays: RunConfig.stream decides per point, so that a curve's
+    # dedicated Offline point does not stream (the reference's auto, spec §2.3).
 
     connect_s = _opt(get("timeout.connect"), _positive_float)
     idle_s = _opt(get("timeout.idle"), _positive_float)

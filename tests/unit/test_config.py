@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from mlpe_fast.artifacts.config_yaml import config_to_yaml_dict, redact_url, write_config_yaml
@@ -61,7 +62,7 @@ def test_defaults_are_seed_set_a_and_closed_loop() -> None:
     assert config.endpoints == ()  # the simulated endpoint
     assert config.load_pattern == "concurrency"
     assert config.concurrency == 1
-    assert config.streaming == "on" and config.stream
+    assert config.streaming == "auto" and config.stream
     assert config.max_output_tokens == 1024
     assert config.salt is True
     assert config.seeds.scheduler == SEED_SET_A_SCHEDULER == 10487924139932647040
@@ -166,8 +167,13 @@ def test_flags() -> None:
 
 def test_offline_streams_off_unless_asked() -> None:
     config = run("--load-pattern", "max_throughput")
-    assert (config.load_pattern, config.streaming) == ("offline", "off")
+    assert (config.load_pattern, config.stream) == ("offline", False)
     assert run("--load-pattern", "offline", "--streaming", "on").stream
+    # auto decides per point: a curve's dedicated Offline point does not stream
+    curve = run("--concurrency", "1,2")
+    assert curve.streaming == "auto" and curve.stream
+    offline_point = msgspec.structs.replace(curve, load_pattern="offline")
+    assert not offline_point.stream
 
 
 def test_target_qps_alone_means_poisson() -> None:
@@ -382,7 +388,7 @@ def test_flags_override_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_yaml_offline_type_defaults_to_the_burst() -> None:
     config = run(config={"type": "offline"})
-    assert (config.load_pattern, config.streaming) == ("offline", "off")
+    assert (config.load_pattern, config.stream) == ("offline", False)
 
 
 def test_yaml_submission_uses_benchmark_mode() -> None:
@@ -646,8 +652,10 @@ def test_config_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     write_config_yaml(path, config)
     again = resolve(parser().parse_args([]), load_yaml(path))
+    # the point's streaming as it was (auto resolved: the file says what it did)
+    written = {"api_key": None, "streaming": "on" if config.stream else "off"}
     assert again == config.__class__(
-        **{**{f: getattr(config, f) for f in config.__struct_fields__}, "api_key": None}
+        **{**{f: getattr(config, f) for f in config.__struct_fields__}, **written}
     )
 
 
