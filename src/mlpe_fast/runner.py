@@ -347,9 +347,10 @@ async def run_point(
         async with client, _flushed_every_second(writers):
             if events is not None:
                 events.session(SESSION_STARTED)
+            warming: asyncio.Task[None] | None = None
             if dataset is not None:
                 if config.warmup_requests:
-                    await _warmup(client, dataset, config, warmup_events, stop)
+                    warming = await _warmup(client, dataset, config, warmup_events, stop)
                 if not stop.requested and plan is not None:
                     perf = await _performance_on_engines(
                         urls,
@@ -365,6 +366,8 @@ async def run_point(
                     perf = await _performance(
                         client, dataset, config, counter, events, stop, bar if progress else None
                     )
+            if warming is not None:  # an undrained warmup's last responses
+                await warming  # (a signal ends them as Cancelled, as the rest)
             if agentic is not None and not stop.requested:
                 perf = await _performance_agentic(
                     client, agentic, config, counter, events, stop, bar if progress else None
@@ -1136,9 +1139,15 @@ async def _warmup(
     config: RunConfig,
     events: EventsWriter | None,
     stop: _Interrupt,
-) -> None:
+) -> asyncio.Task[None] | None:
     """Requests that warm connections and the endpoint; not measured, but
-    logged in ``warmup_events.jsonl`` (spec §2.4: warmup logs are kept)."""
+    logged in ``warmup_events.jsonl`` (spec §2.4: warmup logs are kept).
+
+    With ``--warmup-drain`` every warmup response is awaited before the
+    measured phase starts; without (the default), it starts as soon as the
+    last warmup request is out, so the endpoint never idles in between, and
+    the phase still in flight is returned for the caller to await before the
+    client closes (its records go to the warmup log as they end)."""
     feed = RequestFeed.for_phase(dataset, config, "warmup")
     phase = Phase(
         "concurrency" if config.load_pattern != "offline" else "offline",
@@ -1160,7 +1169,25 @@ async def _warmup(
         if events is not None:
             events.record(record, prompts.pop(record.sample_id, None), phase=WARMUP_PHASE)
 
-    await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+    loop = asyncio.get_running_loop()
+    issued: asyncio.Future[None] = loop.create_future()
+
+    def issuing_ended() -> None:
+        if not issued.done():
+            issued.set_result(None)
+
+    phase.on_issuing_ended = issuing_ended
+    warming = loop.create_task(
+        run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+    )
+    if config.warmup_drain:
+        await warming
+        return None
+    await asyncio.wait({warming, issued}, return_when=asyncio.FIRST_COMPLETED)
+    if warming.done():
+        warming.result()  # a failure of the phase itself is not hidden
+        return None
+    return warming
 
 
 def _request_count(config: RunConfig, dataset_size: int) -> int | None:

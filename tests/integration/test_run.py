@@ -280,3 +280,26 @@ def test_a_failure_after_the_load_keeps_the_log_and_leaves_no_open_file(
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
     lines = (tmp_path / "run" / "events.jsonl").read_text(encoding="utf-8").splitlines()
     assert sum('"sample.complete"' in line for line in lines) == 16
+
+
+@pytest.mark.parametrize("drain", [True, False], ids=["drained", "not drained"])
+def test_warmup_drain_decides_whether_measuring_waits_for_the_warmup(
+    tmp_path: Path, drain: bool
+) -> None:
+    # --warmup-drain: the first measured query goes after the last warmup
+    # answer; without it (the default), as soon as the last warmup query is
+    # out, with warmup answers still on their way (logged in the warmup log).
+    config = _config(tmp_path, num_samples=16, warmup_requests=8, warmup_drain=drain)
+    with simulated_endpoint(("--ttft-ms", "20", "--itl-ms", "1")) as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    assert result.stats.completed == 16
+    run = tmp_path / "run"
+    warmup = [json.loads(line) for line in (run / "warmup_events.jsonl").read_text().splitlines()]
+    measured = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    completes = [e["timestamp_ns"] for e in warmup if e["event_type"] == "sample.complete"]
+    assert len(completes) == 8
+    first_issue = min(e["timestamp_ns"] for e in measured if e["event_type"] == "sample.issued")
+    if drain:
+        assert first_issue > max(completes)
+    else:  # the last warmup answers take 35 ms or more: measuring began before them
+        assert first_issue < max(completes) - 10_000_000

@@ -81,6 +81,15 @@ class Phase:
         self.t_stop_issuing = 0
         self.stop_requested = False
         self._on_stop: Callable[[], None] | None = None
+        #: Called once when the phase stops issuing (its last request is
+        #: out; what is in flight is still awaited): a warmup that is not
+        #: drained lets the measured phase start then.
+        self.on_issuing_ended: Callable[[], object] | None = None
+
+    def _issuing_ended(self) -> None:
+        self.t_stop_issuing = monotonic_ns()
+        if self.on_issuing_ended is not None:
+            self.on_issuing_ended()
 
     def stop(self) -> None:
         """Stops issuing now (an interrupted run); what is in flight is
@@ -124,7 +133,7 @@ async def run_phase(
             )
         ):
             issuing = False
-            phase.t_stop_issuing = monotonic_ns()
+            phase._issuing_ended()
         return issuing
 
     def issue(t_sched: int | None = None) -> None:
@@ -133,7 +142,7 @@ async def run_phase(
         if request is None:  # the source has ended: so has issuing
             if issuing:
                 issuing = False
-                phase.t_stop_issuing = monotonic_ns()
+                phase._issuing_ended()
             return
         sample_index, body = request
         phase.issued += 1
@@ -149,6 +158,8 @@ async def run_phase(
             sample_id=sample_id,
             t_sched=t_sched,
         )
+        if phase.max_requests is not None and phase.issued >= phase.max_requests:
+            may_issue()  # the last one is out: issuing ends now, not at the next completion
 
     def settle_if_drained() -> None:
         if in_flight == 0 and not issuing and not finished.done():
