@@ -35,8 +35,11 @@ from tests.integration.test_engines import SERVER, _issued  # noqa: E402
 from tests.integration.test_engines import _config as _local_config  # noqa: E402
 from tests.unit.test_summary import _checker_results  # noqa: E402
 
+# Streams held, clock fits and durations are timed: the cluster needs the
+# machine's cores to itself (marker serial: run after the parallel suite).
 pytestmark = [
     pytest.mark.pipeline,
+    pytest.mark.serial,
     pytest.mark.skipif(
         not sys.platform.startswith("linux"), reason="the test cluster runs on Linux"
     ),
@@ -101,17 +104,14 @@ def test_two_nodes_issue_and_measure_what_one_engine_does(
     assert engines["concurrency"] == [4, 4]
     assert engines["leases"] == {"granted": 160, "recorded": 160, "duplicates": 0}
     nodes = _json(folder / "nodes.json")
-    # "client-saturated" is the verdict's honest answer when the suite's other
-    # worker holds the second core (the test runs beside others): the figures
-    # below must hold either way.
-    assert nodes["verdict"] in ("ok", "client-saturated")
+    assert nodes["verdict"] == "ok"
     assert len({n["node_id"] for n in nodes["nodes"]}) == 2  # really two nodes
     for node in nodes["nodes"]:
         assert node["concurrency"] == 4 and node["records"] > 0
         assert 3.0 < node["concurrency_held"] <= 4.0
         assert abs(node["clock"]["offset_ns"]) < 1e6  # one host: no offset to speak of
         assert node["clock"]["rounds"] >= 3 and node["endpoint_rtt_ms"] is not None
-    assert two.audit.verdict == nodes["verdict"] and f"verdict {nodes['verdict']}" in two.table
+    assert two.audit.verdict == "ok" and "verdict ok" in two.table
     assert two.stats.ttft is not None and one.stats.ttft is not None
     assert abs(two.stats.ttft.p50 - one.stats.ttft.p50) < 0.3 * one.stats.ttft.p50
     assert two.audit.start_skew_ms < 5  # a timed start, not a message-released one
