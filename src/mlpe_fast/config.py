@@ -1154,8 +1154,10 @@ _AGENTIC_SALT = (
 _AGENTIC_CAP = "each turn carries its own limit (the dataset's, else --max-output-tokens)"
 
 
-#: The benchmark model names the official checker accepts (spec §2.8).
-MLPERF_MODELS = (
+#: The benchmark models checker 1.5.3.0 accepts, spelt exactly (``checker.py``,
+#: ``_ALLOWED_MODEL_NAMES``; spec §2.8): ``--mlperf-model``, and a submission's
+#: results folder name.
+BENCHMARK_MODELS: tuple[str, ...] = (
     "llama3_1-8b",
     "gpt-oss-120b",
     "deepseek-r1",
@@ -1166,14 +1168,15 @@ MLPERF_MODELS = (
 
 
 def _mlperf_model(found: tuple[Any, str] | None) -> str:
-    """``--mlperf-model``: one of :data:`MLPERF_MODELS`, so that a typo
+    """``--mlperf-model``: one of :data:`BENCHMARK_MODELS`, so that a typo
     cannot turn the accuracy gate off without a word."""
     if found is None:
         return ""
     name = _string(found)
-    if name not in MLPERF_MODELS:
+    if name not in BENCHMARK_MODELS:
         raise UsageError(
-            f"{found[1]} {name!r}: not an MLPerf Endpoints model; one of {', '.join(MLPERF_MODELS)}"
+            f"{found[1]} {name!r}: not an MLPerf Endpoints model; "
+            f"one of {', '.join(BENCHMARK_MODELS)}"
         )
     return name
 

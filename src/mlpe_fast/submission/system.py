@@ -30,7 +30,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ..config import SEED_SET_A_MODEL, SEED_SET_A_SAMPLE_INDEX, SEED_SET_A_SCHEDULER
+from ..config import (
+    BENCHMARK_MODELS,
+    SEED_SET_A_MODEL,
+    SEED_SET_A_SAMPLE_INDEX,
+    SEED_SET_A_SCHEDULER,
+)
 from ..errors import UsageError
 from .power import PowerInputs, provisioned_power
 
@@ -49,17 +54,6 @@ __all__ = (
     "directory_name",
     "init_template",
     "load_system",
-)
-
-#: The benchmark models checker 1.5.3.0 accepts, spelt exactly (``checker.py``,
-#: ``_ALLOWED_MODEL_NAMES``; spec §2.8).  The name is also the results folder's name.
-BENCHMARK_MODELS: tuple[str, ...] = (
-    "llama3_1-8b",
-    "gpt-oss-120b",
-    "deepseek-r1",
-    "kimi-k3",
-    "qwen3_6-35b-a3b",
-    "deepseek-v4_1-flash",
 )
 
 #: Cohorts a seed set stays adoptable for: its own and the next three (spec §2.5).
