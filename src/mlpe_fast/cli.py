@@ -230,7 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise UsageError(f"mlpe-fast serve: {error}") from None
     try:
-        serve_forever(config)
+        serve_forever(config, exit_with_parent=args.exit_with_parent)
     except BindError as error:  # the port in use, say: the user's to change
         raise UsageError(f"mlpe-fast serve: {error}") from None
     return 0

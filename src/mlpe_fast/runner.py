@@ -184,7 +184,8 @@ def simulated_endpoint(
     it instead (a test's wrapped server), taking the same flags."""
     server = ["-m", "mlpe_fast.sim.server"] if script is None else [script]
     proc = subprocess.Popen(
-        [sys.executable, *server, "--port", "0", *flags],
+        # --exit-with-parent: a run killed with SIGKILL leaves no server behind
+        [sys.executable, *server, "--port", "0", "--exit-with-parent", *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -113,3 +113,45 @@ def test_a_closed_output_pipe_is_one_line_not_a_traceback(endpoint: str, tmp_pat
     assert proc.wait(60) == 141
     assert "Traceback" not in err
     assert err.strip().splitlines() == ["mlpe-fast: the output pipe closed; stopped there"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child")
+def test_a_killed_demo_leaves_no_simulated_endpoint_behind(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mlpe_fast.cli", "run", "--no-progress", "--num-samples", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    children: list[int] = []
+    try:
+        for line in proc.stdout:  # the demo says where its endpoint listens once it has started
+            if "measuring the simulated endpoint" in line:
+                break
+        for task in Path(f"/proc/{proc.pid}/task").iterdir():
+            children += [int(p) for p in (task / "children").read_text().split()]
+        assert children, "the demo started no server"
+    finally:
+        proc.kill()
+        proc.wait(30)
+        proc.stdout.close()
+    deadline = time.monotonic() + 10
+    alive = children
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in children if Path(f"/proc/{pid}").exists() and not _zombie(pid)]
+    for pid in alive:  # do not leave it running if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the simulated endpoint outlived the killed run"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return False

@@ -541,10 +541,15 @@ class SimServerThread:
         self.stop()
 
 
-def serve_forever(config: SimConfig | None = None, *, out: TextIO | None = None) -> None:
+def serve_forever(
+    config: SimConfig | None = None, *, out: TextIO | None = None, exit_with_parent: bool = False
+) -> None:
     """Runs the endpoint until SIGINT or SIGTERM (the CLI's ``serve``).
 
     Prints one line with the URL to ``out`` (default stdout) once listening.
+    ``exit_with_parent`` (``--exit-with-parent``): also stop when the
+    process that started this one is gone, so that a demo run killed with
+    SIGKILL leaves no server behind (it cannot stop its child itself).
 
     Raises:
         BindError: it cannot listen there (the port is in use, say).
@@ -552,7 +557,9 @@ def serve_forever(config: SimConfig | None = None, *, out: TextIO | None = None)
     cfg = config if config is not None else SimConfig()
     loop = new_event_loop(cfg.loop)
     try:
-        loop.run_until_complete(_serve_until_signal(cfg, out if out is not None else sys.stdout))
+        loop.run_until_complete(
+            _serve_until_signal(cfg, out if out is not None else sys.stdout, exit_with_parent)
+        )
     except KeyboardInterrupt:  # where signal handlers cannot be installed
         pass
     finally:
@@ -562,9 +569,21 @@ def serve_forever(config: SimConfig | None = None, *, out: TextIO | None = None)
             loop.close()
 
 
-async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
+#: How often a server started with ``--exit-with-parent`` looks for its parent.
+_PARENT_CHECK_S = 0.5
+
+
+async def _watch_parent(stop: asyncio.Event) -> None:
+    parent = os.getppid()
+    while os.getppid() == parent:  # an orphan is adopted: its parent id changes
+        await asyncio.sleep(_PARENT_CHECK_S)
+    stop.set()
+
+
+async def _serve_until_signal(cfg: SimConfig, out: TextIO, exit_with_parent: bool = False) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    watch = loop.create_task(_watch_parent(stop)) if exit_with_parent else None
     installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -595,6 +614,8 @@ async def _serve_until_signal(cfg: SimConfig, out: TextIO) -> None:
             )
             await stop.wait()
     finally:
+        if watch is not None:
+            watch.cancel()
         for sig in installed:
             loop.remove_signal_handler(sig)
 
@@ -608,6 +629,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("simulated endpoint")
     g.add_argument("--host", default=d.host, help="address to bind (default %(default)s)")
     g.add_argument("--port", type=int, default=d.port, help="port; 0 picks a free one")
+    g.add_argument(
+        "--exit-with-parent",
+        action="store_true",
+        help="stop when the process that started this one is gone (the demo's own server)",
+    )
     g.add_argument("--model", default=d.model, help="model name served (default %(default)s)")
     g.add_argument("--ttft-ms", type=float, default=0.0, help="mean time to first token, ms")
     g.add_argument("--ttft-dist", choices=DIST_KINDS, default="fixed")
@@ -989,7 +1015,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        serve_forever(config)
+        serve_forever(config, exit_with_parent=ns.exit_with_parent)
     except BindError as exc:
         print(f"{parser.prog}: {exc}", file=sys.stderr)
         return 2
