@@ -248,7 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         if args.command == "run":
-            return _run(args)
+            status = _run(args)
+            sys.stdout.flush()  # a closed pipe is said here, not by Python at exit
+            return status
         if args.command == "serve":
             return _serve(args)
         if args.command == "analyze":

@@ -467,7 +467,7 @@ async def run_point(
                     if perf.tracked is not None
                     else {}
                 ),
-                **_extra(records, counts, stats, audit, urls, answers),
+                **_extra(records, counts, stats, audit, endpoint_shares(measured, urls), answers),
             },
         )
         # After the summary: an agentic point's gate reads its full-run OSL.
@@ -1113,10 +1113,12 @@ def _extra(
     counts: TokenCounts,
     stats: PointStats,
     audit: Audit,
-    urls: tuple[str, ...],
+    shares: list[dict[str, Any]],
     answers: AnswerChecks,
 ) -> dict[str, Any]:
-    """mlpe-fast's own summary keys, after the reference's."""
+    """mlpe-fast's own summary keys, after the reference's; ``shares``:
+    each endpoint's part of the measured requests (the same ones as the
+    request counts: an agentic window's turns)."""
     return {
         "usage_cross_check": usage_cross_check(records, counts),
         "mlpe_fast": {
@@ -1128,7 +1130,7 @@ def _extra(
             "error_examples": stats.error_examples,
             "chunk_errors": stats.chunk_errors,
             "self_audit": msgspec.to_builtins(audit),
-            "endpoints": endpoint_shares(records, urls),
+            "endpoints": shares,
             "answers": answers.as_dict(),
         },
     }

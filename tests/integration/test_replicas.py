@@ -136,3 +136,28 @@ def test_endpoint_shares_refuses_a_record_of_another_run() -> None:
     )
     with pytest.raises(ValueError, match="names endpoint 2"):
         endpoint_shares([record], ["http://a", "http://b"])
+
+
+def test_a_conversations_turns_stay_on_one_replica() -> None:
+    # Requests with the same headers (an agentic turn's X-Session-ID) go
+    # where the first one went; the conversations still spread over both.
+    async def main() -> None:
+        a, b = Counting(0.001), Counting(0.001)
+        async with serve(a) as url_a, serve(b) as url_b:
+            replicas = Replicas([Client(url_a), Client(url_b)])
+            async with replicas:
+                records = []
+                for turn in range(3):
+                    turns = [
+                        replicas.request(BODY, sample_index=c, headers={"X-Session-ID": f"c{c}"})
+                        for c in range(6)
+                    ]
+                    records += [(turn, r) for r in await asyncio.gather(*turns)]
+        where: dict[int, set[int]] = {}
+        for _, record in records:
+            assert record.ok
+            where.setdefault(record.sample_index, set()).add(record.endpoint)
+        assert all(len(replica) == 1 for replica in where.values())
+        assert {next(iter(r)) for r in where.values()} == {0, 1}
+
+    asyncio.run(main())

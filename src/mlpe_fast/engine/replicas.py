@@ -10,7 +10,10 @@ the replica with the fewest requests in flight, ties broken in turn: at a
 fixed concurrency C that keeps C / N in flight at each of N equal
 replicas, and a slower replica is not handed more than its share of the
 users (dealing strictly in turn would let it collect in-flight requests);
-under Poisson arrivals it deals in turn while they keep up.
+under Poisson arrivals it deals in turn while they keep up.  A request
+that carries headers of its own (an agentic turn's ``X-Session-ID``) goes
+where the first request with the same headers went: a conversation's turns
+stay on one replica, whose prefix cache holds their history.
 
 Every record says which replica served it (``RequestRecord.endpoint``, the
 index in the order given), so per-endpoint counts are a function of the
@@ -44,6 +47,7 @@ class Replicas:
         self.base_urls = tuple(client.base_url for client in members)
         self._next = 0
         self._on_done = [self._tagging(i) for i in range(len(members))]
+        self._affinity: dict[tuple[tuple[str, str], ...], int] = {}  # headers -> replica
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -128,9 +132,16 @@ class Replicas:
         on_first: Callable[[Exchange, int], object] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        """:meth:`Client.issue` on the replica :meth:`_pick` chooses; the
-        record comes back with its ``endpoint`` set."""
-        i = self._pick()
+        """:meth:`Client.issue` on the replica :meth:`_pick` chooses (or,
+        for ``headers`` seen before, the one that served them: module doc);
+        the record comes back with its ``endpoint`` set."""
+        if headers:
+            key = tuple(sorted(headers.items()))
+            i = self._affinity.get(key, -1)
+            if i < 0:
+                i = self._affinity[key] = self._pick()
+        else:
+            i = self._pick()
         tag = self._on_done[i]
         self.members[i].issue(
             body,
