@@ -771,16 +771,12 @@ async def _performance(
     return measured
 
 
-class _Stoppable(Protocol):
-    def stop(self) -> None: ...
-
-
 @contextlib.contextmanager
 def _measuring(
     measured: _Measured,
     events: EventsWriter | None,
     bar: Progress | None,
-    phase: _Stoppable,
+    phase: Stoppable,
     max_duration_s: float | None,
 ) -> Iterator[None]:
     """Performance tracking around a measured phase: its start logged, the

@@ -44,7 +44,6 @@ class Replicas:
         if len(members) < 2:
             raise ValueError("Replicas needs at least two clients")
         self.members = tuple(members)
-        self.base_urls = tuple(client.base_url for client in members)
         self._next = 0
         self._on_done = [self._tagging(i) for i in range(len(members))]
         self._affinity: dict[tuple[tuple[str, str], ...], int] = {}  # headers -> replica

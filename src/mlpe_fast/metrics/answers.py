@@ -31,6 +31,7 @@ from typing import Any
 
 import msgspec
 
+from ..engine.connection import EMPTY_ANSWER
 from ..engine.record import RequestRecord
 from .tokens import TokenCounts
 
@@ -123,7 +124,7 @@ def check_answers(
     tolerance = 0 if asked is None else max(2, asked // 10)
     unfinished = longer = longest = empty = 0
     for i, record in enumerate(records):
-        if record.error_class == "EmptyAnswer":
+        if record.error_class == EMPTY_ANSWER:
             empty += 1
             continue
         if record.error_class is not None:
