@@ -47,7 +47,7 @@ from typing import Any
 
 import pytest
 
-from mlpe_fast.runner import stop_process
+from mlpe_fast.demo import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 # tests/data_files.py names these; this file also runs as a plain script

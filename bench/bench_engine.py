@@ -41,7 +41,7 @@ from typing import Any
 
 import pytest
 
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 
 from .static_sse import nginx_endpoint, sse_body
 

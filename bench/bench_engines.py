@@ -63,7 +63,8 @@ from tests.data_files import CHAR_TOKENIZER as TOKENIZER
 from tests.data_files import DUMMY_1K as DATASET
 
 from mlpe_fast.config import RunConfig, add_run_arguments, resolve
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
+from mlpe_fast.point import PointResult, run_point
 
 from .static_sse import nginx_endpoint, sse_body
 

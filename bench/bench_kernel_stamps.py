@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.engine import Client, RequestRecord
-from mlpe_fast.runner import simulated_endpoint
 
 from .bench_timing import closed_loop
 

@@ -28,7 +28,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 
 REQUESTS = int(os.environ.get("MLPE_SOAK_REQUESTS", "1000000"))
 CONCURRENCY = 64

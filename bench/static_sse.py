@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mlpe_fast.runner import stop_process
+from mlpe_fast.demo import stop_process
 
 __all__ = ("nginx_binary", "nginx_endpoint", "sse_body")
 

@@ -27,7 +27,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ._version import __version__
-from .errors import MlpeError, UsageError
+from .errors import MlpeError, SetupError, UsageError
+from .run_status import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -37,11 +38,7 @@ __all__ = ("main",)
 
 EXIT_USAGE = 2
 EXIT_SETUP = 3
-EXIT_NOTHING_SUCCEEDED = 4
-EXIT_ENGINE_LOST = 5
-EXIT_SUSPECT_ANSWERS = 6
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command its pipe ended
-EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -112,73 +109,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from .config import given_fields, resolve
+    from .demo import DEMO_SERVER_FLAGS, demo_config, simulated_endpoint
     from .engine.loop import loop_runner_for_platform
-    from .runner import (
-        DEMO_SERVER_FLAGS,
-        PointResult,
-        demo_config,
-        run_point,
-        simulated_endpoint,
-    )
+    from .point import PointResult, run_point
+    from .run_status import RunStatus
 
     config = resolve(args)
     given = given_fields(args)
-    lost: list[str] = []  # why points on several engines were cut short
-    suspect: list[str] = []  # points whose answers are not what was asked for
-    nothing: list[tuple[str, str]] = []  # points where no request succeeded, and why
+    status = RunStatus()
 
     async def point(config: RunConfig, endpoints: tuple[str, ...]) -> PointResult:
         result = await run_point(config, endpoints, progress=not args.no_progress)
         print(result.table, end="")
         if config.report_dir:
             print(f"run folder: {config.report_dir}")
-        if result.failure is not None:
-            lost.append(result.failure)
-            kept = f"; partial results in {config.report_dir}" if config.report_dir else ""
-            print(f"mlpe-fast: the point was cut short: {result.failure}{kept}", file=sys.stderr)
-        if result.answers is not None and result.answers.suspect:
-            suspect.append(f"concurrency {config.concurrency}")
-        if result.stats.issued and not result.stats.completed:
-            first = next(iter(result.stats.error_examples.values()), "")
-            nothing.append((f"concurrency {config.concurrency}", first))
+        status.took(config, result)
         return result
-
-    def nothing_succeeded() -> int:
-        where = f" at {', '.join(at for at, _ in nothing)}" if len(nothing) > 1 else ""
-        print(f"mlpe-fast: no request succeeded{where}: {nothing[0][1]}", file=sys.stderr)
-        return EXIT_NOTHING_SUCCEEDED
-
-    def suspect_answers() -> int:
-        where = f" (at {', '.join(suspect)})" if len(suspect) > 1 else ""
-        print(
-            f"mlpe-fast: some answers are not what was asked for{where}: see the WARNING "
-            "lines above",
-            file=sys.stderr,
-        )
-        return EXIT_SUSPECT_ANSWERS
 
     async def measure(endpoints: tuple[str, ...]) -> int:
         if config_for_run.sweep or config_for_run.max_concurrency is not None:
             from .sweep.runner import run_sweep
 
             _, interrupted = await run_sweep(config_for_run, endpoints, point, plan=sweep_plan)
-            if lost:
-                return EXIT_ENGINE_LOST
-            if interrupted:
-                print("mlpe-fast: interrupted; the curve stops at that point", file=sys.stderr)
-                return EXIT_INTERRUPTED
-            if nothing:
-                return nothing_succeeded()
-            return suspect_answers() if suspect else 0
+            return status.exit_status(interrupted=interrupted, curve=True)
         result = await point(config_for_run, endpoints)
-        if result.failure is not None:
-            return EXIT_ENGINE_LOST
-        if result.state == "interrupted":
-            print("mlpe-fast: interrupted; the results cover what completed", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        if nothing:
-            return nothing_succeeded()
-        return suspect_answers() if suspect else 0
+        return status.exit_status(interrupted=result.state == "interrupted", curve=False)
 
     if not config.endpoints and (config.insecure or config.ca_bundle):
         flag = "--insecure" if config.insecure else "--ca-bundle"
@@ -237,8 +192,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from .runner import SetupError
-
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["endpoints"]:
         from .compat.endpoints_launcher import main as endpoints_main

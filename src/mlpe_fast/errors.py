@@ -34,6 +34,7 @@ __all__ = (
     "LocalProtocolError",
     "MlpeError",
     "ProtocolError",
+    "SetupError",
     "TooManyHeaders",
     "UnexpectedData",
     "UnexpectedUpgrade",
@@ -93,6 +94,11 @@ class UsageError(MlpeError, ValueError):
     value; the CLI prints it and exits with status 2 (the reference client's
     "input validation" exit code).
     """
+
+
+class SetupError(MlpeError, RuntimeError):
+    """mlpe-fast could not get ready to measure: the simulated endpoint or an
+    engine process did not start (the CLI's exit status 3)."""
 
 
 class ProtocolError(MlpeError, ValueError):

@@ -18,8 +18,9 @@ import pytest
 
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+from mlpe_fast.point import PointResult, run_point
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
 pytestmark = pytest.mark.pipeline

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from mlpe_fast.cli import main
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 from tests.bpe_tokenizer import agentic_answer_texts, train_bpe
 from tests.data_files import AGENTIC_CODING as AGENTIC
 from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT

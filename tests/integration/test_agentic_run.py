@@ -16,10 +16,11 @@ import pytest
 
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig, resolve
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.load.agentic import AgenticSettings
 from mlpe_fast.load.agentic_scheduler import ABORTED
 from mlpe_fast.load.dataset import DatasetSpec
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint
+from mlpe_fast.point import PointResult, run_point
 from tests.data_files import AGENTIC_CODING as AGENTIC
 from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.engine import Client, RequestRecord
 from mlpe_fast.load.agentic import AgenticBodies, AgenticDataset, load_agentic
 from mlpe_fast.load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic
-from mlpe_fast.runner import simulated_endpoint
 from tests.unit.test_agentic import conversation, write
 
 ROUTE = "/v1/chat/completions"

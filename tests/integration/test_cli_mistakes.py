@@ -16,7 +16,7 @@ import pytest
 
 import mlpe_fast.sim
 from mlpe_fast.cli import main
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
 DEMO_DATASET = str(Path(mlpe_fast.sim.__file__).parent / "demo_prompts.jsonl")

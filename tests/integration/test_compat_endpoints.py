@@ -923,7 +923,7 @@ def test_query_headers_with_the_reference_query() -> None:
 
 @pytest.fixture(scope="module")
 def sim_url() -> Any:
-    from mlpe_fast.runner import simulated_endpoint
+    from mlpe_fast.demo import simulated_endpoint
 
     flags = ("--ttft-ms", "5", "--itl-ms", "0.5", "--output-len", "8", "--output-len-dist", "fixed")
     with simulated_endpoint(flags) as url:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from mlpe_fast.cli import main
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
 from .curve_bundles import bundle_and_check, system_file

@@ -30,16 +30,12 @@ import pytest
 from mlpe_fast.analyze import analyze
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
+from mlpe_fast.demo import demo_config, simulated_endpoint
 from mlpe_fast.engine.record import RequestRecord
+from mlpe_fast.errors import SetupError
 from mlpe_fast.load.dataset import DatasetSpec, load_dataset
 from mlpe_fast.load.requests import Prompt
-from mlpe_fast.runner import (
-    PointResult,
-    SetupError,
-    demo_config,
-    run_point,
-    simulated_endpoint,
-)
+from mlpe_fast.point import PointResult, run_point
 from mlpe_fast.scale.driver import EngineStartError, run_on_engines
 from mlpe_fast.scale.local import LocalEngines
 from tests.unit.test_summary import _checker_results
@@ -199,12 +195,12 @@ def test_engines_that_cannot_start_leave_a_closed_event_log(
     import gc
     import warnings
 
-    import mlpe_fast.runner
+    import mlpe_fast.point.performance
 
     async def cannot_start(*args: object, **kwargs: object) -> None:
         raise EngineStartError("engine 0: it could not start")
 
-    monkeypatch.setattr(mlpe_fast.runner, "run_on_engines", cannot_start)
+    monkeypatch.setattr(mlpe_fast.point.performance, "run_on_engines", cannot_start)
     config = _config(tmp_path, "nostart", engines=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

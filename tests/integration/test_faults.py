@@ -21,8 +21,9 @@ import msgspec
 import pytest
 
 from mlpe_fast.config import RunConfig
+from mlpe_fast.demo import demo_config, simulated_endpoint
 from mlpe_fast.engine import Client, RequestRecord
-from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
+from mlpe_fast.point import run_point
 from mlpe_fast.sim.config import SimConfig, SimStats
 from mlpe_fast.sim.faults import parse_fault
 from mlpe_fast.sim.server import SimServer

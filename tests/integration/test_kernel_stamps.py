@@ -30,12 +30,12 @@ import pytest
 
 import mlpe_fast.sim
 from mlpe_fast.cli import main
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.engine.audit import audit_records
 from mlpe_fast.engine.client import Client
 from mlpe_fast.engine.connection import Connection
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.engine.stamped_socket import StampedSocketTransport
-from mlpe_fast.runner import simulated_endpoint
 from mlpe_fast.sim.stream import chat_chunk, http_response, sse_event
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 from tests.integration.scripted import read_request, serve

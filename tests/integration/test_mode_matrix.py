@@ -39,7 +39,7 @@ import mlpe_fast.sim
 from mlpe_fast.artifacts.events import PromptData, iter_events
 from mlpe_fast.artifacts.run_folder import read_config_yaml
 from mlpe_fast.cli import main
-from mlpe_fast.runner import simulated_endpoint
+from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 from tests.integration.tally_sim import SCRIPT, read_tally
 

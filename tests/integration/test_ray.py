@@ -29,7 +29,8 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mlpe
 
 from mlpe_fast.cli import main  # noqa: E402
 from mlpe_fast.config import RunConfig  # noqa: E402
-from mlpe_fast.runner import PointResult, run_point, simulated_endpoint  # noqa: E402
+from mlpe_fast.demo import simulated_endpoint  # noqa: E402
+from mlpe_fast.point import PointResult, run_point  # noqa: E402
 from mlpe_fast.scale.clock import NodeClock  # noqa: E402
 from tests.integration.test_engines import SERVER, _issued  # noqa: E402
 from tests.integration.test_engines import _config as _local_config  # noqa: E402

@@ -20,7 +20,8 @@ import pytest
 
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
-from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
+from mlpe_fast.demo import demo_config, simulated_endpoint
+from mlpe_fast.point import run_point
 from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 
 SAME_CLOCK = sys.platform.startswith("linux")
@@ -264,12 +265,12 @@ def test_a_failure_after_the_load_keeps_the_log_and_leaves_no_open_file(
     import gc
     import warnings
 
-    from mlpe_fast import runner
+    from mlpe_fast.point import figures
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug after the load")
 
-    monkeypatch.setattr(runner, "final_snapshot", broken)
+    monkeypatch.setattr(figures, "final_snapshot", broken)
     config = _config(tmp_path, num_samples=16)
     with simulated_endpoint(("--ttft-ms", "1", "--itl-ms", "0.2")) as endpoint:
         with pytest.raises(RuntimeError, match="a bug after the load"):

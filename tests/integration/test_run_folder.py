@@ -20,7 +20,8 @@ import pytest
 from mlpe_fast.analyze import analyze, summary_differences
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
-from mlpe_fast.runner import PointResult, demo_config, run_point, simulated_endpoint
+from mlpe_fast.demo import demo_config, simulated_endpoint
+from mlpe_fast.point import PointResult, run_point
 from tests.data_files import CHAR_CHAT_TOKENIZER as CHAR_CHAT
 from tests.unit.test_summary import _checker_results
 

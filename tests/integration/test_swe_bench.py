@@ -23,8 +23,9 @@ from mlpe_fast.accuracy.swe_bench import (
 )
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
+from mlpe_fast.demo import demo_config, simulated_endpoint
 from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
-from mlpe_fast.runner import demo_config, run_point, simulated_endpoint
+from mlpe_fast.point import run_point
 
 from .swe_bench_fake import FakeService, serve_fake
 

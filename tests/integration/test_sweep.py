@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlpe_fast import runner
+from mlpe_fast import demo
 from mlpe_fast.cli import main
 from mlpe_fast.sim import __file__ as sim_init
 
@@ -113,7 +113,7 @@ def test_a_dry_run_prints_the_plan_and_measures_nothing(
     def no_endpoint(*args: object) -> None:
         raise AssertionError("a dry run started the simulated endpoint")
 
-    monkeypatch.setattr(runner, "simulated_endpoint", no_endpoint)
+    monkeypatch.setattr(demo, "simulated_endpoint", no_endpoint)
     report = tmp_path / "curve"
     argv = ["run", "--concurrency", "1,2", "--duration", "300ms", "--report-dir", str(report)]
     assert main([*argv, "--dry-run"]) == 0

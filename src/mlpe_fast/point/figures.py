@@ -1,0 +1,336 @@
+"""A point's figures from its records: pure functions, no I/O.
+
+records + token counts -> statistics (``metrics/stats.py``), self-audit
+(``engine/audit.py``), answer checks (``metrics/answers.py``), the final
+snapshot and ``result_summary.json`` content (``artifacts/summary.py``), the
+steady-state analysis (spec §1.4), the accuracy verdicts (spec §2.6) and the
+terminal table.  The run folder's writer (``point/writer.py``) only writes
+what :func:`point_figures` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from .._version import __version__
+from ..accuracy.agentic_gates import AGENTIC_THRESHOLDS, SWE_BENCH_DATASET, check_agentic_point
+from ..accuracy.results import gate_failures
+from ..artifacts.config_yaml import config_to_yaml_dict
+from ..artifacts.summary import final_snapshot, report_text, result_summary, warnings_text
+from ..config import RunConfig
+from ..engine.audit import Audit, ClientTotals, audit_records
+from ..engine.record import RequestRecord
+from ..engine.replicas import endpoint_shares
+from ..metrics.agentic import agentic_summary_fields
+from ..metrics.answers import AnswerChecks, check_answers
+from ..metrics.stats import PointStats, point_stats
+from ..metrics.steady_state import PointQueries, detect_steady_state
+from ..metrics.tokens import TokenCounts
+from ..metrics.usage_check import usage_cross_check
+from ..report.table import render
+from ..scale.driver import audit_engines
+from .measured import Measured
+
+__all__ = ("PointFigures", "point_figures", "title")
+
+
+class PointFigures(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything a point's files and table show.
+
+    ``measured``: the records the figures are of (an agentic run: the turns
+    issued inside its window; else every record); ``state``: "complete" or
+    "interrupted"; ``report``: ``report.txt``; ``steady_state``: the
+    content of ``steady_state.json`` (None where not computed).
+    """
+
+    state: str
+    failure: str | None
+    measured: list[RequestRecord]
+    stats: PointStats
+    audit: Audit
+    answers: AnswerChecks
+    snapshot: dict[str, Any]
+    summary: dict[str, Any]
+    table: str
+    report: str
+    steady_state: dict[str, Any] | None
+
+
+def point_figures(
+    config: RunConfig,
+    endpoints: Sequence[str],
+    measured: Measured,
+    counts: TokenCounts,
+    *,
+    client: ClientTotals,
+    entries: Sequence[dict[str, Any]],
+    interrupted: bool,
+    dataset_size: int | None,
+    now_ns: int,
+) -> PointFigures:
+    """The figures of one point.
+
+    ``client``: this process's connection totals (the engines' are added
+    from ``measured.engines``); ``entries``: the accuracy results;
+    ``interrupted``: a signal stopped the point; ``dataset_size``: the
+    performance dataset's size (None: no such dataset, as in an agentic
+    run), which the steady-state analysis needs; ``now_ns``: the snapshot's
+    timestamp.
+    """
+    records = measured.records
+    run = measured.engines
+    if run is not None:
+        client = client.plus(*(t.client for t in run.totals if t is not None))
+    failure = None if run is None else run.failure
+    state = "interrupted" if interrupted or failure else "complete"
+    kept, kept_counts = _in_window(measured, counts)
+    stats = point_stats(
+        kept, kept_counts, tracking_start_ns=measured.tracking_start, streaming=config.stream
+    )
+    audit = _audit(measured, client)
+    answers = check_answers(
+        kept,
+        kept_counts,
+        None if measured.tracked is not None else config.max_output_tokens,
+        send_max_tokens=config.send_max_tokens,
+    )
+    snapshot = final_snapshot(
+        stats.raw.counters,
+        stats.raw.series,
+        state=state,
+        n_pending_tasks=counts.pending,
+        timestamp_ns=now_ns,
+        streaming=config.stream,
+    )
+    tracked = measured.tracked
+    agentic = {} if tracked is None else agentic_summary_fields(records, counts, tracked)
+    shares = endpoint_shares(kept, endpoints)
+    summary = result_summary(
+        snapshot,
+        run_config=_run_config(config),
+        use_legacy_loadgen_qps_metrics=(
+            config.load_pattern == "poisson" and config.use_legacy_loadgen_qps_metrics
+        ),
+        version=__version__,
+        git_sha=None,
+        extra={**agentic, **_own_keys(records, counts, stats, audit, shares, answers)},
+    )
+    table, report = _texts(config, len(endpoints) > 1, stats, audit, answers, summary, entries)
+    steady = None
+    if dataset_size is not None and config.load_pattern == "concurrency" and records:
+        steady = steady_state(records, stats, counts, dataset_size, config.concurrency)
+    return PointFigures(
+        state=state,
+        failure=failure,
+        measured=kept,
+        stats=stats,
+        audit=audit,
+        answers=answers,
+        snapshot=snapshot,
+        summary=summary,
+        table=table,
+        report=report,
+        steady_state=steady,
+    )
+
+
+def _in_window(measured: Measured, counts: TokenCounts) -> tuple[list[RequestRecord], TokenCounts]:
+    """The records the figures are of, and their counts: an agentic run's
+    turns issued inside its window (``docs/agentic.md`` §2.5); else all."""
+    if measured.tracked is None:
+        return measured.records, counts
+    kept = [r for r, tracked in zip(measured.records, measured.tracked, strict=True) if tracked]
+    return kept, counts.subset(np.asarray(measured.tracked, dtype=np.bool_))
+
+
+def _texts(
+    config: RunConfig,
+    replicas: bool,
+    stats: PointStats,
+    audit: Audit,
+    answers: AnswerChecks,
+    summary: Mapping[str, Any],
+    entries: Sequence[dict[str, Any]],
+) -> tuple[str, str]:
+    """The terminal table and ``report.txt``; an accuracy run's are its
+    accuracy lines alone.  ``replicas``: several endpoints, whose shares
+    the table shows.  After the summary: an agentic point's gate reads its
+    full-run OSL."""
+    accuracy = accuracy_lines(config, entries, summary)
+    if config.mode == "acc":
+        table = f"mlpe-fast accuracy: {title(config)}\n" + accuracy
+        return table, table
+    warnings = answers.warnings()
+    shares = summary["mlpe_fast"]["endpoints"] if replicas else ()
+    table = render(stats, audit.as_rows(), title=title(config), warnings=warnings, endpoints=shares)
+    report = report_text(summary, title=title(config)) + warnings_text(warnings)
+    return table + accuracy, report + accuracy
+
+
+def _audit(measured: Measured, client: ClientTotals) -> Audit:
+    """The self-audit of every record the client made (a window's or not),
+    with the engines' own where there were several."""
+    audit = audit_records(
+        measured.records,
+        measured.lags,
+        measured.cpu_ns,
+        client.connections_opened,
+        client.connect_ns_total,
+        measured.cpu_system_ns,
+        tls_handshakes=client.tls_handshakes,
+        tls_ns_total=client.tls_ns_total,
+        http2_connections=client.http2_connections,
+        arrival_clock=client.clock_map,
+        kernel_stamped_connections=client.kernel_stamped_connections,
+    )
+    return audit if measured.engines is None else audit_engines(audit, measured.engines)
+
+
+def steady_state(
+    records: list[RequestRecord],
+    stats: PointStats,
+    counts: TokenCounts,
+    dataset_size: int,
+    concurrency: int,
+) -> dict[str, Any]:
+    """The point's steady-state analysis (spec §1.4), for ``steady_state.json``
+    and the ``point.yaml`` block of a submission: its queries in issue
+    order, with the TTFT and TPOT samples the metrics use."""
+    per_record_tpot = stats.raw.tpot_per_record
+    order = sorted(range(len(records)), key=lambda i: records[i].t_issue)
+    t_issue, t_done, ttft, tpot, osl = [], [], [], [], []
+    for i in order:
+        record = records[i]
+        first, done = record.response.t_first, record.response.t_done
+        finish = record.t_end if done is None else done
+        ok = record.error_class is None
+        t_issue.append(record.t_issue)
+        t_done.append(finish if ok else None)
+        ttft.append(None if not ok or first is None else first - record.t_issue)
+        tpot.append(float(per_record_tpot[i]))  # NaN: no TPOT sample
+        osl.append(int(counts.osl[i]) if ok and counts.osl[i] >= 0 else None)
+    queries = PointQueries.from_columns(t_issue, t_done, ttft, tpot, osl)
+    result = detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
+    return {"point_yaml": result.to_point_yaml(), "reason": result.reason}
+
+
+def accuracy_lines(
+    config: RunConfig, entries: Sequence[dict[str, Any]], summary: Mapping[str, Any]
+) -> str:
+    """The accuracy figures and the MLPerf gate verdict, for the table and
+    report.txt (spec §2.6)."""
+    if not entries:
+        return ""
+    lines = ["", "accuracy"]
+    for entry in entries:
+        score = entry["score"]
+        shown = (
+            ", ".join(f"{k} {v}" for k, v in score.items())
+            if isinstance(score, dict)
+            else f"{score:.4f}"
+            if isinstance(score, float)
+            else str(score)
+        )
+        counts = entry["response_counts"]
+        lines.append(
+            f"  {entry['dataset_name']}: {shown}  ({counts['completed']} of "
+            f"{entry['total_samples']} answered)"
+        )
+    model = config.mlperf_model
+    if config.load_pattern == "agentic_inference":
+        lines += _agentic_gate_lines(model, entries, summary)
+        return "\n".join(lines) + "\n"
+    failures = gate_failures(model, list(entries)) if model else None
+    if failures is None:
+        lines.append(
+            "  gate: no MLPerf threshold for this model (set --mlperf-model, e.g. llama3_1-8b)"
+            if not model
+            else f"  gate: no MLPerf threshold for {model}"
+        )
+    elif failures:
+        lines.append(f"  gate ({model}): FAIL: " + "; ".join(failures))
+    else:
+        lines.append(f"  gate ({model}): pass")
+    return "\n".join(lines) + "\n"
+
+
+def _agentic_gate_lines(
+    model: str, entries: Sequence[dict[str, Any]], summary: Mapping[str, Any]
+) -> list[str]:
+    """An agentic point's gates (``accuracy/agentic_gates.py``): inline
+    accuracy and the full-run OSL per turn here; SWE-bench only as the mean
+    of the curve's four mandatory bands, which one point cannot show."""
+    if model not in AGENTIC_THRESHOLDS:
+        return [
+            "  gate: no MLPerf threshold for this model (set --mlperf-model, e.g. kimi-k3)"
+            if not model
+            else f"  gate: no agentic MLPerf threshold for {model}"
+        ]
+    lines = []
+    inline = next((e for e in entries if e.get("dataset_type") == "performance"), None)
+    if inline is not None:  # none in --mode acc: no performance run
+        full_run = summary.get("output_sequence_lengths_full_run")
+        osl = full_run.get("output_sequence_lengths", {}).get("avg") if full_run else None
+        failures = check_agentic_point(model, inline_score=inline.get("score"), osl_per_turn=osl)
+        verdict = f"FAIL: {'; '.join(failures)}" if failures else "pass"
+        lines.append(f"  gate ({model}, inline accuracy and OSL per turn): {verdict}")
+    if any(e.get("dataset_name") == SWE_BENCH_DATASET for e in entries):
+        target = AGENTIC_THRESHOLDS[model].swe_bench_min
+        lines.append(f"  swe_bench: gated on the mean of the curve's four bands (>= {target:g})")
+    return lines
+
+
+def _run_config(config: RunConfig) -> dict[str, Any]:
+    """The summary's ``run_config``: load pattern, warmup and seeds, as the
+    reference client records them (``commands/benchmark/pipeline.py``)."""
+    settings = config_to_yaml_dict(config)["settings"]
+    return {
+        "load_pattern": settings["load_pattern"],
+        "warmup": settings["warmup"],
+        "scheduler_random_seed": config.seeds.scheduler,
+        "dataloader_random_seed": config.seeds.sample_index,
+    }
+
+
+def _own_keys(
+    records: list[RequestRecord],
+    counts: TokenCounts,
+    stats: PointStats,
+    audit: Audit,
+    shares: list[dict[str, Any]],
+    answers: AnswerChecks,
+) -> dict[str, Any]:
+    """mlpe-fast's own summary keys, after the reference's; ``shares``:
+    each endpoint's part of the measured requests (the same ones as the
+    request counts: an agentic window's turns)."""
+    return {
+        "usage_cross_check": usage_cross_check(records, counts),
+        "mlpe_fast": {
+            "token_counting": counts.method,
+            "tokenization_s": counts.seconds,
+            "chat_template_fallbacks": counts.template_fallbacks,
+            "token_counting_error": counts.error,
+            "errors": stats.errors,
+            "error_examples": stats.error_examples,
+            "chunk_errors": stats.chunk_errors,
+            "self_audit": msgspec.to_builtins(audit),
+            "endpoints": shares,
+            "answers": answers.as_dict(),
+        },
+    }
+
+
+def title(config: RunConfig) -> str:
+    """The point's one-line title: model and load."""
+    pattern = config.load_pattern
+    if pattern == "agentic_inference":
+        return f"{config.model}, agentic, {config.concurrency} trajectories at once"
+    if pattern == "concurrency":
+        return f"{config.model}, concurrency {config.concurrency}"
+    if pattern == "poisson":
+        return f"{config.model}, Poisson {config.target_qps:g} queries/s"
+    return f"{config.model}, Offline"

@@ -1,0 +1,37 @@
+"""What the phases of a point hand to its figures: the records and the
+client's own readings (the one type both sides share, below both)."""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import msgspec
+
+from ..engine.record import RequestRecord
+from ..scale.driver import EngineRun
+
+__all__ = ("Measured",)
+
+
+class Measured(msgspec.Struct):
+    """A performance phase's outcome.
+
+    ``tracking_start``: the performance-tracking start (spec §1.4);
+    ``lags``/``cpu_ns``/``cpu_system_ns``: the loop-lag probe and the CPU
+    clocks of the self-audit; ``engines``: the merged run of several engine
+    processes (None: this process alone); ``tracked``: an agentic run's
+    record-by-record "issued inside the window"; ``inline_scores``: its
+    inline accuracy turn by turn (``scores.json``), and ``inline_entry``
+    its entry in ``accuracy_results.json``.
+    """
+
+    records: list[RequestRecord] = msgspec.field(default_factory=list)
+    tracking_start: int = 0
+    lags: array[int] = msgspec.field(default_factory=lambda: array("q"))
+    cpu_ns: int = 0
+    cpu_system_ns: int = 0
+    engines: EngineRun | None = None
+    tracked: list[bool] | None = None
+    inline_scores: dict[str, Any] | None = None
+    inline_entry: dict[str, Any] | None = None

@@ -1,0 +1,196 @@
+"""Everything a point needs, checked before any file is written and held
+on one exit stack while it runs.
+
+:func:`open_point` loads the datasets, tokenizer and chat template, checks
+that the endpoint answers and that an accuracy service can be used (a
+mistake found here costs nothing), plans the engines, then opens -- in this
+order, closed in reverse whatever happens -- the Ray cluster, the run
+folder's writer, the token counter, the progress bar, the signal handlers,
+the client and the session (its start logged, the logs flushed every
+second).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TextIO
+
+import msgspec
+
+from ..accuracy.swe_bench import SweBenchError, SweBenchOptions, check_service
+from ..clients import client_for
+from ..config import RunConfig
+from ..engine import EndpointUnreachable
+from ..engine.replicas import AnyClient
+from ..errors import UsageError
+from ..load.agentic import AgenticDataset, AgenticSettings, load_agentic
+from ..load.dataset import Dataset, load_dataset
+from ..metrics.chat_template import ChatTemplate, tokenizer_dir
+from ..metrics.tokens import TokenCounter, load_tokenizer
+from ..report.progress import Progress
+from .engines import EnginePlan, engine_plan
+from .interrupt import Interrupt
+from .writer import RunWriter
+
+__all__ = (
+    "SWE_BENCH_METHOD",
+    "Point",
+    "PointInputs",
+    "agentic_settings",
+    "is_swe_bench",
+    "open_point",
+    "swe_bench_options",
+)
+
+SWE_BENCH_METHOD = "swe_bench_scorer"
+"""The ``eval_method`` of a SWE-bench accuracy dataset (the reference's)."""
+
+
+class PointInputs(msgspec.Struct, frozen=True):
+    """What a point reads: its performance dataset (None in ``--mode acc``
+    and for an agentic run), its trajectories (an agentic run), its
+    accuracy datasets (``--mode acc|both``), the tokenizer and the chat
+    template beside it (spec §1.2; None when it has none)."""
+
+    dataset: Dataset | None
+    agentic: AgenticDataset | None
+    accuracy: list[Dataset]
+    tokenizer: Any
+    template: ChatTemplate | None
+
+
+class Point(msgspec.Struct, frozen=True):
+    """What a point's phases share while it runs; ``progress`` is None when
+    no bar is shown."""
+
+    config: RunConfig
+    endpoints: tuple[str, ...]
+    inputs: PointInputs
+    plan: EnginePlan | None
+    client: AnyClient
+    writer: RunWriter
+    counter: TokenCounter
+    interrupt: Interrupt
+    progress: Progress | None
+
+
+def load_inputs(config: RunConfig) -> PointInputs:
+    """Reads the datasets and the tokenizer.
+
+    Raises:
+        UsageError: a dataset or the tokenizer cannot be read.
+    """
+    agentic = (
+        load_agentic(config.performance_datasets[0].path)
+        if config.mode != "acc" and config.load_pattern == "agentic_inference"
+        else None
+    )
+    dataset = None
+    if config.mode != "acc" and agentic is None:
+        if not config.performance_datasets:
+            raise UsageError("no performance dataset: pass --dataset PATH[,parser.prompt=COLUMN]")
+        dataset = load_dataset(config.performance_datasets[0])
+    accuracy = (
+        [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
+    )
+    return PointInputs(dataset, agentic, accuracy, _tokenizer(config), _template(config))
+
+
+@contextlib.asynccontextmanager
+async def open_point(
+    config: RunConfig,
+    endpoints: Sequence[str],
+    *,
+    err: TextIO | None = None,
+    progress: bool = True,
+    ray_clocks: dict[int, Any] | None = None,
+) -> AsyncIterator[Point]:
+    """The point's resources, ready (see the module doc).
+
+    Raises:
+        UsageError: the configuration cannot be run (bad dataset, tokenizer,
+            an endpoint that cannot be reached, an unusable service).
+    """
+    urls = tuple(endpoints)
+    turn_timeout = (
+        agentic_settings(config).turn_timeout_s
+        if config.mode != "acc" and config.load_pattern == "agentic_inference"
+        else None
+    )
+    client = client_for(config, urls, turn_timeout_s=turn_timeout)  # the cheapest mistake first
+    inputs = load_inputs(config)
+    await _check_reachable(client)
+    for dataset in inputs.accuracy:  # a service that cannot be used: before any load
+        if is_swe_bench(dataset):
+            try:
+                check_service(swe_bench_options(dataset, config))
+            except SweBenchError as error:
+                raise UsageError(str(error)) from None
+    async with contextlib.AsyncExitStack() as stack:
+        plan = engine_plan(config, inputs.dataset, ray_clocks)
+        if plan is not None:
+            stack.callback(plan.close)
+        writer = stack.enter_context(RunWriter(config, urls))
+        writer.open(err)
+        counter = TokenCounter(inputs.tokenizer, template=inputs.template, live=False)
+        stack.callback(counter.close)
+        bar = None
+        if progress:
+            bar = Progress(
+                stream=err,
+                total=config.num_samples,
+                label=f"c={config.concurrency}" if config.load_pattern == "concurrency" else "",
+            )
+            stack.callback(bar.stop)
+        interrupt = Interrupt(client)
+        interrupt.install()
+        stack.callback(interrupt.uninstall)
+        await stack.enter_async_context(client)
+        await stack.enter_async_context(writer.session())
+        yield Point(config, urls, inputs, plan, client, writer, counter, interrupt, bar)
+
+
+async def _check_reachable(client: AnyClient) -> None:
+    """An endpoint that is not there is a usage mistake, said before any
+    file is written."""
+    try:
+        await client.check_reachable()
+    except EndpointUnreachable as error:
+        if error.error_class in ("TLSError", "HTTP2Unsupported"):  # the message says what to do
+            raise UsageError(str(error)) from None
+        raise UsageError(f"{error}; check --endpoints and that the server is up") from None
+
+
+def _tokenizer(config: RunConfig) -> Any:
+    name = config.tokenizer or config.model
+    try:
+        return load_tokenizer(name)
+    except UsageError as error:
+        if config.tokenizer:
+            raise
+        raise UsageError(
+            f"cannot count tokens for model {config.model!r}: {error}; pass --tokenizer DIR"
+        ) from None
+
+
+def _template(config: RunConfig) -> ChatTemplate | None:
+    directory = tokenizer_dir(config.tokenizer or config.model)
+    return None if directory is None else ChatTemplate.from_tokenizer_dir(directory)
+
+
+def agentic_settings(config: RunConfig) -> AgenticSettings:
+    """An agentic run's settings (its dataset's ``agentic:`` block)."""
+    settings = config.performance_datasets[0].agentic
+    return settings if settings is not None else AgenticSettings()
+
+
+def is_swe_bench(dataset: Dataset) -> bool:
+    accuracy = dataset.spec.accuracy
+    return accuracy is not None and accuracy.eval_method == SWE_BENCH_METHOD
+
+
+def swe_bench_options(dataset: Dataset, config: RunConfig) -> SweBenchOptions:
+    accuracy = dataset.spec.accuracy
+    extras = {} if accuracy is None or accuracy.extras is None else accuracy.extras
+    return SweBenchOptions.from_extras(extras, workers=config.concurrency)

@@ -1,0 +1,141 @@
+"""The one writer of a point's run folder (spec §3.1, the reference's
+layout: ``docs/running.md``).
+
+``config.yaml`` and the event logs are opened when the point starts, the
+logs flushed every second while the load runs (a crash or a kill loses at
+most the last second of records), and the result files written once the
+figures are known (:meth:`RunWriter.finish`).  On a failure the logs are
+closed with what they hold and no session end, so that ``analyze`` says the
+run did not end.  Without ``--report-dir`` nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..accuracy.results import write_accuracy_results
+from ..artifacts.config_yaml import write_config_yaml
+from ..artifacts.events import (
+    ERROR_LOADGEN,
+    SESSION_ENDED,
+    SESSION_STARTED,
+    EventsWriter,
+    write_sample_idx_map,
+)
+from ..artifacts.run_folder import RunFolder
+from ..artifacts.summary import write_json
+from ..config import RunConfig
+from ..scale.driver import write_engines_report
+from .figures import PointFigures
+from .measured import Measured
+
+__all__ = ("RunWriter",)
+
+
+class RunWriter:
+    """A point's run folder, from its start (:meth:`open`) to its results
+    (:meth:`finish`); :meth:`close` (also on leaving a ``with``) closes the
+    event logs as they are.  ``events``/``warmup_events`` are None when no
+    folder is written (or no warmup is run)."""
+
+    def __init__(self, config: RunConfig, endpoints: Sequence[str]) -> None:
+        self.config = config
+        self.endpoints = list(endpoints)
+        self.folder = RunFolder(config.report_dir) if config.report_dir else None
+        self.events: EventsWriter | None = None
+        self.warmup_events: EventsWriter | None = None
+
+    @property
+    def path(self) -> Path | None:
+        return None if self.folder is None else self.folder.path
+
+    def open(self, err: TextIO | None = None) -> None:
+        """Prepares the folder (an earlier run's files there are replaced,
+        which ``err`` is told), writes ``config.yaml`` and opens the logs.
+
+        Raises:
+            UsageError: the folder cannot be written.
+        """
+        if self.folder is None:
+            return
+        if self.folder.prepare():
+            print(
+                f"mlpe-fast: --report-dir {self.folder.path}: replacing the run measured there "
+                "before",
+                file=sys.stderr if err is None else err,
+            )
+        write_config_yaml(self.folder.config_yaml, self.config, endpoints=self.endpoints)
+        self.events = EventsWriter(self.folder.events, streaming=self.config.stream)
+        if self.config.warmup_requests:
+            self.warmup_events = EventsWriter(
+                self.folder.warmup_events, streaming=self.config.stream
+            )
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[None]:
+        """The session: its start logged, then the event logs flushed every
+        second while the load runs (its end is logged by :meth:`finish`)."""
+        if self.events is not None:
+            self.events.session(SESSION_STARTED)
+        writers = self._writers()
+
+        async def flush() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                for writer in writers:
+                    writer.flush()
+
+        task = asyncio.get_running_loop().create_task(flush()) if writers else None
+        try:
+            yield
+        finally:
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    def finish(
+        self, figures: PointFigures, measured: Measured, entries: Sequence[dict[str, Any]]
+    ) -> None:
+        """The session's end in the log, then every result file: the
+        summary, snapshot and report (or an accuracy run's report), the
+        steady-state analysis, the accuracy results, an agentic run's inline
+        scores, and the engines' report where there were several."""
+        folder, events = self.folder, self.events
+        if folder is None or events is None:
+            return
+        if measured.engines is not None:
+            write_engines_report(folder.path, measured.engines)
+        if figures.failure is not None:  # so that analyze of the log says so too
+            events.error(ERROR_LOADGEN, "EngineLost", figures.failure)
+        events.session(SESSION_ENDED)
+        self.close()
+        write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
+        if self.config.mode == "acc":
+            folder.report_txt.write_text(figures.report, encoding="utf-8")
+        else:
+            folder.write_results(figures.summary, figures.snapshot, figures.report)
+            if figures.steady_state is not None:
+                write_json(folder.steady_state, figures.steady_state, encoder="stdlib")
+        if entries:
+            write_accuracy_results(folder.accuracy_results, list(entries))
+        if measured.inline_scores is not None:  # the inline accuracy's per-turn detail
+            write_json(folder.path / "scores.json", measured.inline_scores, encoder="stdlib")
+
+    def close(self) -> None:
+        """Closes the logs with what they hold (idempotent)."""
+        for writer in self._writers():
+            writer.close()
+
+    def _writers(self) -> list[EventsWriter]:
+        return [w for w in (self.events, self.warmup_events) if w is not None]
