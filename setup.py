@@ -12,6 +12,8 @@ Environment toggles (read at build time):
 * ``MLPE_FAST_CYTHON_TRACE=1`` -- Cython line tracing for coverage of .pyx.
 * ``MLPE_FAST_BUILD_ONLY=mod[,mod]`` -- developer loop: rebuild only these
   bindings (e.g. ``_sse_c``) with ``python setup.py build_ext --inplace``.
+  A binding over another extension's C code (see NATIVE_MODULES) imports
+  that extension: rebuild both when the shared declarations (.pxd) change.
 """
 
 from __future__ import annotations
@@ -33,37 +35,38 @@ DEBUG = _flag("MLPE_FAST_DEBUG") or SANITIZE
 COVERAGE = _flag("MLPE_FAST_COVERAGE")
 CYTHON_TRACE = _flag("MLPE_FAST_CYTHON_TRACE")
 
-# Each binding links the C units it wraps.  The units are small and
-# self-contained, so compiling a shared one twice is cheaper than a build_clib
-# step and keeps every extension importable on its own.
+# Which C units each binding links.  Every unit is linked into exactly one
+# extension (tests/unit/test_native_build.py checks it): a unit linked twice
+# is two copies of its code in one process, and a decoder fed by the other
+# copy skips the checks its own binding makes -- correct only while both are
+# built from identical sources.  A binding that needs a unit another
+# extension links reaches it through Cython's cross-module cdef calls: cdef
+# methods of a cimported class go through the class's vtable, and
+# module-level cdef functions declared in a .pxd are exported in a capsule
+# that the cimporting module binds when it is imported.  Neither needs a C
+# symbol shared between two extension modules.
 NATIVE_MODULES: dict[str, list[str]] = {
-    "mlpe_fast.wire._h1_c": ["csrc/mlpe_h1.c"],
-    "mlpe_fast.wire._sse_c": ["csrc/mlpe_sse.c"],
-    "mlpe_fast.wire._oai_c": ["csrc/mlpe_oai.c"],
+    # The composite decoder calls the three layers in C, so they are linked
+    # here, with it; _response_c.pxd exports the layers' functions for their
+    # standalone bindings below, and ResponseDecoder's C entries (feed_c and
+    # the like) for the read paths that feed a decoder.
     "mlpe_fast.wire._response_c": [
         "csrc/mlpe_h1.c",
         "csrc/mlpe_sse.c",
         "csrc/mlpe_oai.c",
         "csrc/mlpe_response.c",
     ],
-    # The engine feeds ResponseDecoder's C state directly, so it links its
-    # own copy of the same units (a C symbol is not shared between two
-    # extension modules).
-    "mlpe_fast.engine._reader_c": [
-        "csrc/mlpe_h1.c",
-        "csrc/mlpe_sse.c",
-        "csrc/mlpe_oai.c",
-        "csrc/mlpe_response.c",
-    ],
-    # The de-framer feeds the streams' decoders in C, so it links the
-    # response units too.
-    "mlpe_fast.wire._h2_c": [
-        "csrc/mlpe_h2.c",
-        "csrc/mlpe_h1.c",
-        "csrc/mlpe_sse.c",
-        "csrc/mlpe_oai.c",
-        "csrc/mlpe_response.c",
-    ],
+    # The standalone layers: bindings only, over _response_c's exports.
+    "mlpe_fast.wire._h1_c": [],
+    "mlpe_fast.wire._sse_c": [],
+    "mlpe_fast.wire._oai_c": [],
+    # The de-framer feeds the streams' decoders through the sink of
+    # csrc/mlpe_h2.h, which the binding points at ResponseDecoder's C
+    # entries: it links no response unit.
+    "mlpe_fast.wire._h2_c": ["csrc/mlpe_h2.c"],
+    # The engine's HTTP/1.1 read path feeds ResponseDecoder through its C
+    # entry, once per read: no C unit of its own.
+    "mlpe_fast.engine._reader_c": [],
     # Kernel receive stamps and the receive thread; the read cores of both
     # protocols subclass its SocketReader.
     "mlpe_fast.engine._receive_c": ["csrc/mlpe_rxstamp.c", "csrc/mlpe_rxthread.c"],

@@ -16,7 +16,7 @@
  * A header decides the frame's fate once (start_frame); a consumed frame
  * ends in end_frame, which applies D3 and D4.  So the usual DATA frame of a
  * streamed completion costs one table look-up (a hit of the last-hit slot),
- * one call of mlpe_response_feed_body on the payload where it lies, and two
+ * one call of the sink's feed_body on the payload where it lies, and two
  * comparisons with the window thresholds: no copy and no allocation.
  *
  * Streams live in an open-addressing table with linear probing.  Client
@@ -302,7 +302,7 @@ static void end_frame(mlpe_h2_deframer *d, int64_t t_ns) {
             push_released(d, stream_id);
         }
         if (!d->cur_failed) {
-            unsigned flags = mlpe_response_end_body(d->cur_decoder, t_ns);
+            unsigned flags = d->sink.end_body(d->cur_decoder, t_ns);
             d->cur_failed = 1; /* no more input for it */
             report(d, flags);
         }
@@ -333,9 +333,10 @@ MLPE_INLINE void end_payload(mlpe_h2_deframer *d, int64_t t_ns) {
 /* API                                                                      */
 /* ------------------------------------------------------------------------ */
 
-int mlpe_h2_init(mlpe_h2_deframer *d, uint32_t max_frame_size, uint32_t connection_window,
-                 uint32_t stream_window) {
+int mlpe_h2_init(mlpe_h2_deframer *d, mlpe_h2_sink sink, uint32_t max_frame_size,
+                 uint32_t connection_window, uint32_t stream_window) {
     memset(d, 0, sizeof *d);
+    d->sink = sink;
     mlpe_buf_init(&d->passthrough);
     mlpe_buf_init(&d->window_updates);
     d->state = ST_HEADER;
@@ -370,7 +371,7 @@ void mlpe_h2_free(mlpe_h2_deframer *d) {
     d->cur_decoder = NULL;
 }
 
-int mlpe_h2_register(mlpe_h2_deframer *d, uint32_t stream_id, mlpe_response *decoder) {
+int mlpe_h2_register(mlpe_h2_deframer *d, uint32_t stream_id, void *decoder) {
     size_t i;
     if (stream_id == 0 || stream_id > MLPE_H2_MAX_STREAM_ID)
         return MLPE_H2_E_STREAM_ID;
@@ -464,7 +465,7 @@ size_t mlpe_h2_feed(mlpe_h2_deframer *d, const uint8_t *data, size_t len, int64_
         case ST_PAYLOAD:
             take = min_u32(d->remaining, len - pos);
             if (!d->cur_failed)
-                report(d, mlpe_response_feed_body(d->cur_decoder, data + pos, take, t_ns));
+                report(d, d->sink.feed_body(d->cur_decoder, data + pos, take, t_ns));
             pos += take;
             d->remaining -= take;
             if (d->remaining == 0)

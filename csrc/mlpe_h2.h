@@ -9,7 +9,8 @@
  * one DATA frame per token.  So this de-framer sits in front of it and takes
  * over the one frame type that is per token:
  *
- *     server bytes --mlpe_h2--+-- DATA of registered streams --> mlpe_response (body mode, R9)
+ *     server bytes --mlpe_h2--+-- DATA of registered streams --> the sink: a response
+ *                             |                                  decoder (body mode, R9)
  *                             +-- every other frame ------------> pass-through bytes --> h2
  *
  * The caller registers a stream (with its response decoder, head already
@@ -42,7 +43,7 @@
  *      registered and not ended (a closed stream takes no more DATA).  The
  *      thresholds are checked at the end of each frame.
  *  D4. END_STREAM on a consumed frame [6.1]: after the payload the decoder's
- *      body ends (mlpe_response_end_body), the stream is unregistered (its id
+ *      body ends (the sink's end_body), the stream is unregistered (its id
  *      is added to `released`), and a zero-length DATA frame with END_STREAM
  *      for that stream is appended to the pass-through bytes, so that h2's
  *      stream state closes as if it had seen the frame [5.1] (its
@@ -88,6 +89,8 @@
 #define MLPE_H2_H
 
 #include "mlpe_common.h"
+/* For the MLPE_RESPONSE_* flags a sink returns (D6): this unit calls no
+ * function of mlpe_response.h (see mlpe_h2_sink). */
 #include "mlpe_response.h"
 
 #define MLPE_H2_FRAME_HEADER_SIZE 9u
@@ -109,6 +112,21 @@
 #define MLPE_H2_E_STREAM_ID (-2) /* register: stream id 0 or above 2^31-1 */
 #define MLPE_H2_E_DUPLICATE (-3) /* register: the stream is already registered */
 
+/* Where a registered stream's DATA goes: the functions the de-framer calls
+ * with a stream's decoder (the pointer given to mlpe_h2_register).  They
+ * have the contracts of mlpe_response_feed_body and mlpe_response_end_body
+ * (R9), MLPE_RESPONSE_* flags included: a plain C caller (the fuzz driver)
+ * wraps those two.
+ *
+ * The de-framer calls the decoder through these rather than linking
+ * mlpe_response.c, so that the Python binding can route every call through
+ * its decoder object's own checks, and the unit is compiled into one
+ * extension module only (setup.py). */
+typedef struct mlpe_h2_sink {
+    unsigned (*feed_body)(void *decoder, const uint8_t *data, size_t len, int64_t t_ns);
+    unsigned (*end_body)(void *decoder, int64_t t_ns);
+} mlpe_h2_sink;
+
 typedef struct mlpe_h2_event {
     uint32_t stream_id;
     uint32_t flags; /* MLPE_RESPONSE_FIRST | _DONE, or _ERROR (D6) */
@@ -118,7 +136,7 @@ typedef struct mlpe_h2_event {
 typedef struct mlpe_h2_stream {
     uint32_t stream_id;
     uint32_t unacked;      /* payload bytes not yet acknowledged (D3) */
-    mlpe_response *decoder;
+    void *decoder;         /* handed to the sink */
     int failed;            /* ERROR reported, or ended: no more feeding (D6) */
 } mlpe_h2_stream;
 
@@ -139,6 +157,7 @@ typedef struct mlpe_h2_deframer {
     size_t n_released;
 
     /* --- private --- */
+    mlpe_h2_sink sink;
     uint32_t conn_threshold, stream_threshold;
     uint32_t conn_unacked;
     mlpe_h2_stream *table;    /* open addressing, linear probing */
@@ -153,22 +172,23 @@ typedef struct mlpe_h2_deframer {
     uint32_t padding;         /* padding after the data of a PADDED frame */
     /* The consumed frame in progress (state beyond the header). */
     uint32_t cur_id;
-    mlpe_response *cur_decoder; /* NULL once its stream was unregistered */
+    void *cur_decoder;        /* NULL once its stream was unregistered */
     int cur_failed;           /* feed nothing more to it */
     int cur_live;             /* still registered (the registration the frame began with) */
     int cur_end_stream;
 } mlpe_h2_deframer;
 
-/* Checks the ranges (see Limits) and sets up an empty de-framer; returns
- * MLPE_OK or MLPE_H2_E_RANGE (d is then still safe to free).  Allocates
- * nothing.  Pair with mlpe_h2_free. */
-int mlpe_h2_init(mlpe_h2_deframer *d, uint32_t max_frame_size, uint32_t connection_window,
-                 uint32_t stream_window);
+/* Checks the ranges (see Limits) and sets up an empty de-framer whose
+ * streams are fed through sink; returns MLPE_OK or MLPE_H2_E_RANGE (d is
+ * then still safe to free).  Allocates nothing.  Pair with mlpe_h2_free. */
+int mlpe_h2_init(mlpe_h2_deframer *d, mlpe_h2_sink sink, uint32_t max_frame_size,
+                 uint32_t connection_window, uint32_t stream_window);
 void mlpe_h2_free(mlpe_h2_deframer *d);
 
-/* DATA of stream_id goes to decoder from the next frame on (D2).  Returns
- * MLPE_OK, MLPE_H2_E_STREAM_ID, MLPE_H2_E_DUPLICATE or MLPE_E_NOMEM. */
-int mlpe_h2_register(mlpe_h2_deframer *d, uint32_t stream_id, mlpe_response *decoder);
+/* DATA of stream_id goes to decoder (through the sink) from the next frame
+ * on (D2).  Returns MLPE_OK, MLPE_H2_E_STREAM_ID, MLPE_H2_E_DUPLICATE or
+ * MLPE_E_NOMEM. */
+int mlpe_h2_register(mlpe_h2_deframer *d, uint32_t stream_id, void *decoder);
 
 /* Hands the stream's later DATA frames back to h2; returns 1 when it was
  * registered, else 0.  See Outputs for a frame half consumed. */

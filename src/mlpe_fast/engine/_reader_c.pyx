@@ -1,7 +1,8 @@
 # cython: language_level=3
 """The engine's read path, compiled: stamp each read in C and feed the
-response decoder in C (``csrc/mlpe_response.h``); Python runs only at the
-first token (when asked) and at the end of a response.
+response decoder through its C entry (``ResponseDecoder.feed_c``, declared in
+``wire/_response_c.pxd``), so that the decoder's own rules hold; Python runs
+only at the first token (when asked) and at the end of a response.
 
 Behaviour is specified by the twin, ``_reader_py.py``; reading a socket of
 its own with kernel stamps is the base's, ``_receive_c.SocketReader``.
@@ -10,16 +11,10 @@ its own with kernel stamps is the base's, ``_receive_c.SocketReader``.
 from libc.stdint cimport int64_t, uint8_t
 
 from mlpe_fast.engine._receive_c cimport SocketReader
-from mlpe_fast.wire._cresponse cimport (
-    MLPE_RESPONSE_DONE,
-    MLPE_RESPONSE_ERROR,
-    MLPE_RESPONSE_FIRST,
-    mlpe_response_feed,
-    mlpe_response_feed_eof,
-)
+from mlpe_fast.wire._cresponse cimport MLPE_RESPONSE_DONE, MLPE_RESPONSE_FIRST
 from mlpe_fast.wire._response_c cimport ResponseDecoder
 
-from ..errors import error_from_code
+from ..errors import ProtocolError
 from ._receive_c import READ_SIZE
 
 __all__ = ("READ_SIZE", "ReadCore", "monotonic_ns")
@@ -84,14 +79,17 @@ cdef class ReadCore(SocketReader):
             return
         self._floor = t_ns
         had_done = decoder._r.t_done >= 0
-        flags = mlpe_response_feed(&decoder._r, data, nbytes, t_ns)
+        try:
+            flags = decoder.feed_c(data, nbytes, t_ns)
+        except ProtocolError as error:
+            # As the twin: a LocalProtocolError (a read after feed_eof) is
+            # the caller's bug and goes up.
+            self.on_response_failed(t_ns, error)
+            return
         if not had_done and decoder._r.t_done >= 0:
             self.done_read_ns = t_read
             self.kernel_done = kernel
         if flags == 0:
-            return
-        if flags & MLPE_RESPONSE_ERROR:
-            self.on_response_failed(t_ns, error_from_code(decoder._r.error, decoder._r.error_pos))
             return
         if flags & MLPE_RESPONSE_FIRST:
             self.first_read_ns = t_read
@@ -106,14 +104,16 @@ cdef class ReadCore(SocketReader):
         cdef int64_t t_ns = mlpe_monotonic_ns()
         cdef ResponseDecoder decoder = self.decoder
         cdef bint had_done = decoder._r.t_done >= 0
-        cdef unsigned flags = mlpe_response_feed_eof(&decoder._r, t_ns)
+        cdef unsigned flags
+        try:
+            flags = decoder.feed_eof_c(t_ns)
+        except ProtocolError as error:
+            self.on_response_failed(t_ns, error)
+            return False
         if not had_done and decoder._r.t_done >= 0:
             # As in the twin: the kernel stamps data, not the close.
             self.done_read_ns = t_ns
             self.kernel_done = self._kernel
-        if flags & MLPE_RESPONSE_ERROR:
-            self.on_response_failed(t_ns, error_from_code(decoder._r.error, decoder._r.error_pos))
-            return False
         if flags & MLPE_RESPONSE_DONE:
             self.on_response_done(t_ns)
             return True

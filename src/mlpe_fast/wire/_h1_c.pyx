@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""HTTP/1.1 response framing, compiled: Cython glue over ``csrc/mlpe_h1.c``.
+"""HTTP/1.1 response framing, compiled: Cython glue over ``csrc/mlpe_h1.c``
+(whose code ``_response_c`` carries and exports, see ``_response_c.pxd``).
 
 Behaviour, events, errors and error positions are those of the pure-Python
 twin, :mod:`mlpe_fast.wire._h1_py`, which is the readable specification; the
@@ -22,16 +23,14 @@ from ._ch1 cimport (
     MLPE_H1_MAX_LIMIT,
     MLPE_H1_NEED_MORE,
     MLPE_OK,
-    mlpe_h1_feed,
-    mlpe_h1_feed_eof,
     mlpe_h1_field,
-    mlpe_h1_free,
-    mlpe_h1_init,
     mlpe_h1_limits,
     mlpe_h1_parser,
     mlpe_h1_result,
     mlpe_span,
 )
+# The functions of csrc/mlpe_h1.c, linked into _response_c only (setup.py).
+from mlpe_fast.wire._response_c cimport h1_feed, h1_feed_eof, h1_free, h1_init
 
 from ..errors import LocalProtocolError, error_from_code
 from .events import BodyData, ResponseComplete, ResponseHead
@@ -94,13 +93,13 @@ cdef class H1Decoder:
         limits.max_head = _limit("max_head", max_head)
         limits.max_headers = _limit("max_headers", max_headers)
         limits.max_chunk_size_digits = _limit("max_chunk_size_digits", max_chunk_size_digits)
-        if mlpe_h1_init(&self._p, &limits) != MLPE_OK:
+        if h1_init(&self._p, &limits) != MLPE_OK:
             raise MemoryError()
         self._ready = True
 
     def __dealloc__(self):
         if self._ready:
-            mlpe_h1_free(&self._p)
+            h1_free(&self._p)
         free(self._spans)
 
     @property
@@ -141,7 +140,7 @@ cdef class H1Decoder:
             length = <size_t>view.len
             self._n_spans = 0
             while True:
-                r = mlpe_h1_feed(&self._p, ptr + off, length - off, &used, &span)
+                r = h1_feed(&self._p, ptr + off, length - off, &used, &span)
                 off += used
                 if r == MLPE_H1_BODY:
                     self._push_span(span)
@@ -171,7 +170,7 @@ cdef class H1Decoder:
         self._closed = True
         if not self._p.error:
             self._offset_before_error = self._p.offset
-        r = mlpe_h1_feed_eof(&self._p)
+        r = h1_feed_eof(&self._p)
         if r == MLPE_H1_NEED_MORE:
             return []
         if r == MLPE_H1_DONE:

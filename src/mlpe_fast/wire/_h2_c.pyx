@@ -2,9 +2,10 @@
 """Binding of the HTTP/2 DATA de-framer (``csrc/mlpe_h2.h``).
 
 One call into C per network read: the registered streams' DATA frames are
-de-framed and fed to their compiled decoders in C, and Python objects are
-made only for what goes back to Python (events, pass-through bytes,
-WINDOW_UPDATE frames).  Behaviour is specified by the twin, ``_h2_py.py``
+de-framed and fed to their compiled decoders (through the decoders' C
+entries, ``_response_c.pxd``: this extension links only ``csrc/mlpe_h2.c``),
+and Python objects are made only for what goes back to Python (events,
+pass-through bytes, WINDOW_UPDATE frames).  Behaviour is specified by the twin, ``_h2_py.py``
 (rules D1-D6); both are tested against each other.
 """
 
@@ -22,6 +23,8 @@ from mlpe_fast.wire._cresponse cimport (
     mlpe_buf,
 )
 from mlpe_fast.wire._response_c cimport ResponseDecoder
+
+from ..errors import LocalProtocolError, ProtocolError
 
 __all__ = (
     "DONE",
@@ -50,6 +53,31 @@ def window_update(uint32_t stream_id, uint32_t increment):
     return PyBytes_FromStringAndSize(<const char *>frame, MLPE_H2_WINDOW_UPDATE_SIZE)
 
 
+# -- the sink: how the C de-framer feeds a stream's decoder --------------------
+# Through the decoder's own C entries (_response_c.pxd), so that its rules
+# hold here as for any other caller.  A decoder that raises has failed, as in
+# the twin's _deliver and _frame_done: its terminal error or its refusal (a
+# call out of order) is the ERROR of rule D6.  These run inside mlpe_h2_feed,
+# which cannot carry an exception back, so any other one (MemoryError while
+# building the error) is reported as unraisable and the call returns 0.
+
+cdef unsigned _feed_body(void *decoder, const uint8_t *data, size_t n, int64_t t_ns) noexcept:
+    try:
+        return <unsigned>(<ResponseDecoder>decoder).feed_body_c(data, n, t_ns)
+    except (ProtocolError, LocalProtocolError):
+        return MLPE_RESPONSE_ERROR
+
+
+cdef unsigned _end_body(void *decoder, int64_t t_ns) noexcept:
+    try:
+        return <unsigned>(<ResponseDecoder>decoder).end_body_c(t_ns)
+    except (ProtocolError, LocalProtocolError):
+        return MLPE_RESPONSE_ERROR
+
+
+cdef mlpe_h2_sink _SINK = mlpe_h2_sink(_feed_body, _end_body)
+
+
 cdef inline bytes _take(mlpe_buf *b):
     """The buffer's bytes, leaving it empty (its memory is kept)."""
     if b.len == 0:
@@ -70,7 +98,7 @@ cdef class DataDeframer:
 
     def __cinit__(self):
         # Valid even if __init__ is skipped; mlpe_h2_init allocates nothing.
-        mlpe_h2_init(&self._d, MLPE_H2_MIN_MAX_FRAME_SIZE, 65535, 65535)
+        mlpe_h2_init(&self._d, _SINK, MLPE_H2_MIN_MAX_FRAME_SIZE, 65535, 65535)
         self._decoders = {}
 
     def __init__(
@@ -90,7 +118,7 @@ cdef class DataDeframer:
                 raise ValueError(f"{name} out of range: {window}")
         mlpe_h2_free(&self._d)
         self._decoders = {}
-        mlpe_h2_init(&self._d, max_frame_size, connection_window, stream_window)
+        mlpe_h2_init(&self._d, _SINK, max_frame_size, connection_window, stream_window)
 
     def __dealloc__(self):
         mlpe_h2_free(&self._d)
@@ -101,7 +129,9 @@ cdef class DataDeframer:
         """Takes over the DATA frames of ``stream_id`` (its decoder's head is set)."""
         if not 0 < stream_id < (1 << 31):
             raise ValueError(f"stream id out of range: {stream_id}")
-        cdef int rc = mlpe_h2_register(&self._d, <uint32_t>stream_id, &decoder._r)
+        # A borrowed reference: _decoders keeps the decoder alive while C
+        # may hand it to the sink.
+        cdef int rc = mlpe_h2_register(&self._d, <uint32_t>stream_id, <void *>decoder)
         if rc == MLPE_H2_E_DUPLICATE:
             raise ValueError(f"stream {stream_id} is already registered")
         if rc != MLPE_OK:

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Binding of the OpenAI chunk decoder (``csrc/mlpe_oai.h``).
+"""Binding of the OpenAI chunk decoder (``csrc/mlpe_oai.h``; its code is
+carried and exported by ``_response_c``, see ``_response_c.pxd``).
 
 One call into C per payload; the records are built here directly.
 Behaviour is specified by the twin, ``_oai_py.py``; both are tested against
@@ -13,6 +14,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t
 
 from ._coai cimport *
+# The functions of csrc/mlpe_oai.c, linked into _response_c only (setup.py).
+from mlpe_fast.wire._response_c cimport oai_decode, oai_free, oai_init
 
 from ._oai_py import decode_usage
 from .events import ChunkError, Delta, ToolCallDelta
@@ -64,11 +67,11 @@ cdef class ChunkDecoder:
     cdef mlpe_oai_decoder _d
 
     def __cinit__(self):
-        if mlpe_oai_init(&self._d) != MLPE_OK:
+        if oai_init(&self._d) != MLPE_OK:
             raise MemoryError("mlpe-fast: out of memory in the native core")
 
     def __dealloc__(self):
-        mlpe_oai_free(&self._d)
+        oai_free(&self._d)
 
     def decode(self, object data, object t_ns):
         """decode(data, t_ns) -> Delta | ChunkError
@@ -80,7 +83,7 @@ cdef class ChunkDecoder:
         cdef int rc
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            rc = mlpe_oai_decode(&self._d, <const uint8_t *>view.buf, <size_t>view.len, &c)
+            rc = oai_decode(&self._d, <const uint8_t *>view.buf, <size_t>view.len, &c)
             if rc == MLPE_OK:
                 return _Delta(
                     _opt_text(c.has_content, c.content),

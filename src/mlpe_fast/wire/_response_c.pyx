@@ -5,6 +5,10 @@ One call into C per network read; Python objects are made only for the
 milestones a read completes (at most three per response) and for the
 summary, once per response.  Behaviour is specified by the twin,
 ``_response_py.py``; both are tested against each other.
+
+This extension also carries the C units of the three layers, for their
+standalone bindings (``_h1_c``, ``_sse_c``, ``_oai_c``): see
+``_response_c.pxd``.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -103,29 +107,16 @@ cdef class ResponseDecoder:
         completed."""
         cdef Py_buffer view
         cdef unsigned flags
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise LocalProtocolError("feed() after feed_eof()")
-        if self._r.input_mode == MLPE_INPUT_BODY:
-            raise LocalProtocolError("feed() in body mode (after set_head())")
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            flags = mlpe_response_feed(&self._r, <const uint8_t *>view.buf, <size_t>view.len, t_ns)
+            flags = self.feed_c(<const uint8_t *>view.buf, <size_t>view.len, t_ns)
         finally:
             PyBuffer_Release(&view)
         return self._milestones(flags, t_ns)
 
     def feed_eof(self, int64_t t_ns):
         """The peer closed the connection at ``t_ns``."""
-        if self._error is not None:
-            raise self._error
-        if self._closed:
-            raise LocalProtocolError("feed_eof() called twice")
-        if self._r.input_mode == MLPE_INPUT_BODY:
-            raise LocalProtocolError("feed_eof() in body mode (after set_head())")
-        self._closed = True
-        return self._milestones(mlpe_response_feed_eof(&self._r, t_ns), t_ns)
+        return self._milestones(self.feed_eof_c(t_ns), t_ns)
 
     def set_head(self, status, headers, int64_t t_ns):
         """R9: the final head of a response framed elsewhere (HTTP/2) arrived
@@ -135,7 +126,6 @@ cdef class ResponseDecoder:
         cdef const uint8_t *type_ptr = NULL
         cdef const uint8_t *encoding_ptr = NULL
         cdef size_t type_len = 0, encoding_len = 0
-        cdef unsigned flags
         if self._error is not None:
             raise self._error
         if self._r.input_mode == MLPE_INPUT_BODY:
@@ -156,35 +146,60 @@ cdef class ResponseDecoder:
         if content_encoding is not None:
             encoding_ptr = <const uint8_t *>PyBytes_AS_STRING(content_encoding)
             encoding_len = len(content_encoding)
-        flags = mlpe_response_set_head(
+        self._checked(mlpe_response_set_head(
             &self._r, status, type_ptr, type_len, encoding_ptr, encoding_len, t_ns
-        )
-        if flags & MLPE_RESPONSE_ERROR:
-            self._error = error_from_code(self._r.error, self._r.error_pos)
-            raise self._error
+        ))
         return [_ResponseHead(status, b"", tuple(headers), b"2", False, t_ns)]
 
     def feed_body(self, data, int64_t t_ns):
         """R9: de-framed body bytes that arrived at ``t_ns``; see the twin."""
         cdef Py_buffer view
         cdef unsigned flags
-        if self._error is not None:
-            raise self._error
-        if self._r.input_mode != MLPE_INPUT_BODY:
-            raise LocalProtocolError("feed_body() without set_head()")
-        if self._r.complete:
-            raise LocalProtocolError("feed_body() after end_body()")
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            flags = mlpe_response_feed_body(
-                &self._r, <const uint8_t *>view.buf, <size_t>view.len, t_ns
-            )
+            flags = self.feed_body_c(<const uint8_t *>view.buf, <size_t>view.len, t_ns)
         finally:
             PyBuffer_Release(&view)
         return self._milestones(flags, t_ns)
 
     def end_body(self, int64_t t_ns):
         """R9: the message ended at ``t_ns``; see the twin."""
+        return self._milestones(self.end_body_c(t_ns), t_ns)
+
+    # -- the C entries (declared in _response_c.pxd) ---------------------------
+    # The one place where input reaches mlpe_response: the Python methods
+    # above and the read paths of other extensions both come here, so the
+    # rules below hold whoever feeds the decoder.
+
+    cdef int feed_c(self, const uint8_t *data, size_t n, int64_t t_ns) except -1:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed() after feed_eof()")
+        if self._r.input_mode == MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed() in body mode (after set_head())")
+        return self._checked(mlpe_response_feed(&self._r, data, n, t_ns))
+
+    cdef int feed_eof_c(self, int64_t t_ns) except -1:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise LocalProtocolError("feed_eof() called twice")
+        if self._r.input_mode == MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed_eof() in body mode (after set_head())")
+        self._closed = True
+        return self._checked(mlpe_response_feed_eof(&self._r, t_ns))
+
+    cdef int feed_body_c(self, const uint8_t *data, size_t n, int64_t t_ns) except -1:
+        if self._error is not None:
+            raise self._error
+        if self._r.input_mode != MLPE_INPUT_BODY:
+            raise LocalProtocolError("feed_body() without set_head()")
+        if self._r.complete:
+            raise LocalProtocolError("feed_body() after end_body()")
+        return self._checked(mlpe_response_feed_body(&self._r, data, n, t_ns))
+
+    cdef int end_body_c(self, int64_t t_ns) except -1:
         if self._error is not None:
             raise self._error
         if self._r.input_mode != MLPE_INPUT_BODY:
@@ -193,13 +208,19 @@ cdef class ResponseDecoder:
             raise LocalProtocolError("end_body() called twice")
         # In body mode h1 holds no trailers and keep_alive is 0, so the
         # completion reads ResponseComplete((), False, t_ns).
-        return self._milestones(mlpe_response_end_body(&self._r, t_ns), t_ns)
+        return self._checked(mlpe_response_end_body(&self._r, t_ns))
 
-    cdef list _milestones(self, unsigned flags, int64_t t_ns):
-        cdef list out = []
+    cdef int _checked(self, unsigned flags) except -1:
+        """The flags of a call into C; a terminal error is kept (R8) and
+        raised, now and by every later call."""
         if flags & MLPE_RESPONSE_ERROR:
             self._error = error_from_code(self._r.error, self._r.error_pos)
             raise self._error
+        return <int>flags
+
+    cdef list _milestones(self, unsigned flags, int64_t t_ns):
+        """The milestone objects of flags that _checked() let through."""
+        cdef list out = []
         if flags & MLPE_RESPONSE_HEAD:
             out.append(self._head(t_ns))
         if flags & MLPE_RESPONSE_FIRST:
@@ -283,3 +304,64 @@ cdef class ResponseDecoder:
             tuple([r.chunk_times[i] for i in range(r.n_chunk_times)])  # chunk_times
             if r.record_chunk_times else None,
         )
+
+
+# -- the layers' functions, for their standalone bindings ---------------------
+# Exported through _response_c.pxd (why: see there and setup.py).
+
+cdef int h1_init(_ch1.mlpe_h1_parser *p, const _ch1.mlpe_h1_limits *limits) noexcept nogil:
+    return _ch1.mlpe_h1_init(p, limits)
+
+
+cdef void h1_free(_ch1.mlpe_h1_parser *p) noexcept nogil:
+    _ch1.mlpe_h1_free(p)
+
+
+cdef _ch1.mlpe_h1_result h1_feed(
+    _ch1.mlpe_h1_parser *p, const uint8_t *data, size_t len, size_t *consumed, _ch1.mlpe_span *body
+) noexcept nogil:
+    return _ch1.mlpe_h1_feed(p, data, len, consumed, body)
+
+
+cdef _ch1.mlpe_h1_result h1_feed_eof(_ch1.mlpe_h1_parser *p) noexcept nogil:
+    return _ch1.mlpe_h1_feed_eof(p)
+
+
+cdef int sse_init(_csse.mlpe_sse_decoder *d, size_t max_event) noexcept nogil:
+    return _csse.mlpe_sse_init(d, max_event)
+
+
+cdef void sse_free(_csse.mlpe_sse_decoder *d) noexcept nogil:
+    _csse.mlpe_sse_free(d)
+
+
+cdef _csse.mlpe_sse_result sse_feed(
+    _csse.mlpe_sse_decoder *d,
+    const uint8_t *data,
+    size_t len,
+    size_t *consumed,
+    _csse.mlpe_sse_event *ev,
+) noexcept nogil:
+    return _csse.mlpe_sse_feed(d, data, len, consumed, ev)
+
+
+cdef int sse_pending(const _csse.mlpe_sse_decoder *d) noexcept nogil:
+    return _csse.mlpe_sse_pending(d)
+
+
+cdef _csse.mlpe_span sse_last_event_id(const _csse.mlpe_sse_decoder *d) noexcept nogil:
+    return _csse.mlpe_sse_last_event_id(d)
+
+
+cdef int oai_init(_coai.mlpe_oai_decoder *d) noexcept nogil:
+    return _coai.mlpe_oai_init(d)
+
+
+cdef void oai_free(_coai.mlpe_oai_decoder *d) noexcept nogil:
+    _coai.mlpe_oai_free(d)
+
+
+cdef int oai_decode(
+    _coai.mlpe_oai_decoder *d, const uint8_t *json, size_t len, _coai.mlpe_oai_chunk *out
+) noexcept nogil:
+    return _coai.mlpe_oai_decode(d, json, len, out)

@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Incremental Server-Sent Events decoder over the C core (``csrc/mlpe_sse.c``).
+"""Incremental Server-Sent Events decoder over the C core (``csrc/mlpe_sse.c``,
+whose code ``_response_c`` carries and exports, see ``_response_c.pxd``).
 
 Same API, events, timestamps and errors as the pure-Python twin
 :mod:`mlpe_fast.wire._sse_py`, which is the readable specification; the rules
@@ -15,6 +16,14 @@ from libc.stdint cimport uint8_t
 from libc.string cimport memcmp
 
 from mlpe_fast.wire cimport _csse as c
+# The functions of csrc/mlpe_sse.c, linked into _response_c only (setup.py).
+from mlpe_fast.wire._response_c cimport (
+    sse_feed,
+    sse_free,
+    sse_init,
+    sse_last_event_id,
+    sse_pending,
+)
 
 import operator
 import sys
@@ -62,7 +71,7 @@ cdef class SSEDecoder:
 
     def __cinit__(self):
         # Valid even if __init__ is skipped; mlpe_sse_init allocates nothing.
-        c.mlpe_sse_init(&self._decoder, 0)
+        sse_init(&self._decoder, 0)
         self._type_raw = b""
         self._type_text = "message"
         self._id_raw = b""
@@ -72,12 +81,12 @@ cdef class SSEDecoder:
         max_event = operator.index(max_event)
         if not 1 <= max_event <= sys.maxsize:
             raise ValueError(f"max_event must be between 1 and {sys.maxsize}, not {max_event}")
-        c.mlpe_sse_free(&self._decoder)
-        c.mlpe_sse_init(&self._decoder, <size_t>max_event)
+        sse_free(&self._decoder)
+        sse_init(&self._decoder, <size_t>max_event)
         self._closed = False
 
     def __dealloc__(self):
-        c.mlpe_sse_free(&self._decoder)
+        sse_free(&self._decoder)
 
     @property
     def retry(self):
@@ -90,7 +99,7 @@ cdef class SSEDecoder:
         """The last event ID string: the value of the last ``id:`` field that a
         blank line has followed (what a reconnecting client would send as
         ``Last-Event-ID``), ``""`` when none."""
-        cdef c.mlpe_span span = c.mlpe_sse_last_event_id(&self._decoder)
+        cdef c.mlpe_span span = sse_last_event_id(&self._decoder)
         return _decode(&span)
 
     @property
@@ -99,7 +108,7 @@ cdef class SSEDecoder:
         (or a partial BOM) is held, or a ``data``, ``event`` or ``id`` field
         (an id without NUL) came after the last blank line.  Comments,
         ``retry`` and unknown fields alone leave nothing pending."""
-        return c.mlpe_sse_pending(&self._decoder) != 0
+        return sse_pending(&self._decoder) != 0
 
     def feed(self, data, t_ns):
         """Decodes one piece of the stream.
@@ -168,7 +177,7 @@ cdef class SSEDecoder:
             next_byte = <const uint8_t *>view.buf
             left = <size_t>view.len
             while left != 0:
-                result = c.mlpe_sse_feed(&self._decoder, next_byte, left, &used, &event)
+                result = sse_feed(&self._decoder, next_byte, left, &used, &event)
                 if result == c.MLPE_SSE_ERROR:
                     raise self._error()
                 next_byte += used
