@@ -67,8 +67,8 @@ from .artifacts.summary import (
 from .clients import client_for
 from .config import RunConfig
 from .engine import EndpointUnreachable, RequestRecord
-from .engine._reader import monotonic_ns
 from .engine.audit import Audit, ClientTotals, LoopLagProbe, audit_records
+from .engine.clock import monotonic_ns
 from .engine.replicas import AnyClient, endpoint_shares
 from .errors import MlpeError, UsageError
 from .load.agentic import AgenticBodies, AgenticDataset, AgenticSettings, load_agentic
