@@ -63,6 +63,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .accuracy.methods import check_scorer_packages
 from .engine.client import REDACTED
 from .errors import UsageError
 from .load.agentic import AgenticSettings
@@ -926,6 +927,8 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
             f"{where} {found[0] if found else 'eval'}: no accuracy dataset; add "
             "--dataset acc:PATH,accuracy_config.ground_truth=COLUMN"
         )
+    if mode != "perf":  # the scorers' packages are the accuracy extra: say so before any load
+        check_scorer_packages(d.accuracy for d in datasets if d.type == "accuracy")
 
     _check_one_performance_dataset(datasets, bool(cli_datasets))
     _check_pattern_flags(fields, from_cli, load_pattern)

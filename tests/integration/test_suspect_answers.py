@@ -37,7 +37,7 @@ import mlpe_fast.sim
 from mlpe_fast.artifacts.events import ErrorData, EventRecord, TextModelOutput, read_events
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
-from mlpe_fast.sim._handling import ServerState
+from mlpe_fast.sim._state import ServerState
 from mlpe_fast.sim.server import SimServer, build_arg_parser, config_from_args
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 

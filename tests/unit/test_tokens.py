@@ -21,11 +21,11 @@ from tokenizers.processors import TemplateProcessing
 
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.errors import LocalProtocolError, UsageError
+from mlpe_fast.metrics.hf_cache import hf_cache_dir
 from mlpe_fast.metrics.tokens import (
     CountJob,
     TokenCounter,
     count_job,
-    hf_cache_dir,
     load_tokenizer,
 )
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER

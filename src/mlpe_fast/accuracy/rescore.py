@@ -29,6 +29,7 @@ from ..artifacts.run_folder import read_config_yaml
 from ..config import dataset_from_yaml
 from ..errors import UsageError
 from ..load.dataset import DatasetSpec, load_dataset, parse_dataset_arg
+from .methods import check_scorer_packages
 from .results import accuracy_entry, gate_failures, output_text, write_accuracy_results
 
 __all__ = ("add_arguments", "main", "rescore")
@@ -85,9 +86,11 @@ def rescore(folder: str | Path, datasets: Sequence[str] = ()) -> tuple[list[dict
         index_map = msgspec.json.decode(index_path.read_bytes(), type=dict[str, dict[str, int]])
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise UsageError(f"{index_path}: {error}") from None
+    specs = _specs(config, datasets)
+    check_scorer_packages(spec.accuracy for spec in specs)  # before reading the whole log
     texts, times = _outputs(events)
     entries = []
-    for spec in _specs(config, datasets):
+    for spec in specs:
         dataset = load_dataset(spec)
         indices = index_map.get(dataset.name)
         if indices is None:

@@ -29,18 +29,14 @@ from ..artifacts.events import TextModelOutput
 from ..errors import UsageError
 from ..load.dataset import AccuracyConfig, Dataset
 from ..metrics.count_inputs import merge_tool_call_chunks
-from . import scorers
-
-#: The reference client's name for MLPerf's DeepSeek-R1 per-subset scorer.
-DEEPSEEK_R1_METHOD = "legacy_mlperf_deepseek_r1"
+from .methods import DEEPSEEK_R1_METHOD, default_method
+from .scorers import THRESHOLDS, check_gate, combine_entries, deepseek_r1_exact_match, score_dataset
 
 #: The metric name of exact-match scores (the checker's threshold key, spec §2.6).
 EXACT_MATCH = "exact_match"
 
 __all__ = (
-    "DEEPSEEK_R1_METHOD",
     "accuracy_entry",
-    "default_method",
     "gate_failures",
     "holds_accuracy_run",
     "output_text",
@@ -65,14 +61,6 @@ def output_text(output: TextModelOutput | None) -> str:
     if calls:
         text += msgspec.json.encode(list(calls)).decode()
     return text
-
-
-def default_method(config: AccuracyConfig) -> str:
-    """The scorer of a dataset: its ``eval_method``, else exact match when an
-    extractor is named, else ROUGE (the summarisation benchmark's metric)."""
-    if config.eval_method:
-        return config.eval_method
-    return "pass_at_1" if config.extractor else "rouge"
 
 
 def accuracy_entry(
@@ -112,7 +100,7 @@ def accuracy_entry(
                 f"'dataset' column naming each sample's subset"
             )
         subsets = [dataset.subsets[index] for _, index in issued]
-        result = scorers.deepseek_r1_exact_match(predictions, references, subsets)
+        result = deepseek_r1_exact_match(predictions, references, subsets)
         score: Any = {EXACT_MATCH: result.exact_match}
         graded_all = result.complete
         breakdown = {
@@ -122,9 +110,7 @@ def accuracy_entry(
         }
     else:
         try:
-            score = scorers.score_dataset(
-                method, predictions, references, extractor=config.extractor
-            )
+            score = score_dataset(method, predictions, references, extractor=config.extractor)
         except KeyError as error:  # an unknown eval_method or extractor name
             raise UsageError(f"dataset {dataset.spec.path}: {error.args[0]}") from None
         if not isinstance(score, dict):
@@ -163,10 +149,10 @@ def gate_failures(model: str, entries: Sequence[Mapping[str, Any]]) -> list[str]
     """Failures of the MLPerf accuracy gate of ``model`` (spec §2.6) over
     the entries' scores combined as the checker combines them; None when
     the model has no gate."""
-    if model not in scorers.THRESHOLDS:
+    if model not in THRESHOLDS:
         return None
-    combined = scorers.combine_entries(entries)
-    return scorers.check_gate(model, combined.scores, issued_samples=combined.issued_samples)
+    combined = combine_entries(entries)
+    return check_gate(model, combined.scores, issued_samples=combined.issued_samples)
 
 
 def write_accuracy_results(

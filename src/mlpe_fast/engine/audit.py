@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 import msgspec
 import numpy as np
 
-from ._reader import monotonic_ns
 from ._receive import ArrivalClock
+from .clock import monotonic_ns
 from .record import RequestRecord
 from .replicas import Replicas
 

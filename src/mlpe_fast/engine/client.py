@@ -47,10 +47,10 @@ import msgspec
 
 from ..errors import MlpeError
 from ..wire.events import NO_RESPONSE
-from ._reader import monotonic_ns
 from ._receive import ArrivalClock
-from .connection import Exchange
+from .clock import monotonic_ns
 from .dial import DialError, Endpoint, probe, tls_context
+from .exchange import Exchange
 from .framing import RequestFraming
 from .pool import ConnectionPool, InFlight
 from .record import RequestRecord

@@ -41,8 +41,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ._reader import monotonic_ns
 from ._receive import ArrivalClock, ReceiveThread
+from .clock import monotonic_ns
 from .stamped_socket import StampedSocketTransport
 
 __all__ = (

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from h2.config import H2Configuration
 from h2.connection import ConnectionState
@@ -61,14 +61,12 @@ from ..wire._h2 import DONE, ERROR, FIRST
 from ..wire._response import ResponseDecoder
 from ..wire.events import ResponseSummary
 from ._h2_reader import H2ReadCore
-from ._reader import monotonic_ns
-from .dial import NO_H2C
+from .clock import monotonic_ns
+from .dial import NO_H2C, Endpoint
+from .exchange import Exchange, ReadStamps
+from .framing import RequestFraming
 
-if TYPE_CHECKING:
-    from .connection import Exchange, ReadStamps
-    from .pool import ConnectionPool
-
-__all__ = ("CONNECTION_WINDOW", "MAX_RETRIES", "STREAM_WINDOW", "H2Connection")
+__all__ = ("CONNECTION_WINDOW", "MAX_RETRIES", "STREAM_WINDOW", "H2Connection", "H2ConnectionOwner")
 
 # Receive windows (rule 2): a stream's 1 MiB holds a whole streamed answer
 # between two acknowledgements; the connection's 16 MiB, 16 such streams.
@@ -80,6 +78,41 @@ MAX_STREAMS = 1000
 # Rule 6: enough for a server that sends GOAWAY every few streams under
 # load (a per-connection request limit), few enough to end a loop.
 MAX_RETRIES = 10
+
+
+class H2ConnectionOwner(Protocol):
+    """What an HTTP/2 connection needs of the pool that holds it
+    (:class:`mlpe_fast.engine.pool.ConnectionPool`).  Declared here, by the
+    connection, so that the pool depends on the connection and not back."""
+
+    @property
+    def decoder_options(self) -> dict[str, Any]: ...
+
+    @property
+    def framing(self) -> RequestFraming: ...
+
+    @property
+    def endpoint(self) -> Endpoint: ...
+
+    #: The server's stream limit as its last SETTINGS said (pool rule 2);
+    #: the connection updates it when a SETTINGS frame arrives.
+    stream_limit: int
+
+    def start(self, exchange: Exchange) -> None:
+        """Sends ``exchange`` again, on another connection (rules 4 to 6)."""
+        ...
+
+    def room_freed(self, connection: H2Connection) -> None:
+        """``connection`` can take more streams."""
+        ...
+
+    def draining(self, connection: H2Connection) -> None:
+        """``connection`` takes no new streams (GOAWAY)."""
+        ...
+
+    def forget(self, connection: H2Connection) -> None:
+        """``connection`` closed: it is no longer the pool's."""
+        ...
 
 
 class _Stream:
@@ -133,7 +166,7 @@ class _Stream:
 class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
     """One HTTP/2 connection to the endpoint."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: H2ConnectionOwner) -> None:
         H2ReadCore.__init__(self, MAX_FRAME_SIZE, CONNECTION_WINDOW, STREAM_WINDOW)
         self.pool = pool
         self._call_soon = asyncio.get_running_loop().call_soon

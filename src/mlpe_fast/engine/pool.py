@@ -28,10 +28,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from ._reader import monotonic_ns
 from ._receive import ArrivalClock, ReceiveThread, enable_kernel_stamps
-from .connection import Connection, Exchange
+from .clock import monotonic_ns
+from .connection import Connection
 from .dial import Dialed, DialError, Endpoint, dial
+from .exchange import Exchange
 from .framing import RequestFraming
 from .h2 import H2Connection
 

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from .client import CHAT_PATH, Client, EndpointUnreachable, awaited_record
-from .connection import Exchange
+from .exchange import Exchange
 from .record import RequestRecord
 
 __all__ = ("AnyClient", "Replicas", "endpoint_shares")

@@ -32,7 +32,7 @@ import asyncio
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ..engine._reader import monotonic_ns
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..engine.replicas import AnyClient
 from ..wire.events import NO_RESPONSE

@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable
 from typing import Protocol
 
-from ..engine._reader import monotonic_ns
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..engine.replicas import AnyClient
 

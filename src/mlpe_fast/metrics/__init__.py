@@ -5,6 +5,8 @@
 * :mod:`.chat_template` -- the model's chat template, rendered as
   ``transformers`` renders it, for reasoning and tool-call outputs;
 * :mod:`.fast_bpe` -- an exact count-only path for byte-level BPE;
+* :mod:`.hf_cache` -- where a Hugging Face id's files are in the local hub
+  cache (for the tokenizer and its chat template alike);
 * :mod:`.tokens` -- :func:`load_tokenizer` (offline) and :class:`TokenCounter`
   (counts in a worker thread);
 * :mod:`.stats` -- :func:`point_stats`: TTFT, TPOT, latency, percentiles,
@@ -14,10 +16,14 @@
 * :mod:`.usage_check` -- the endpoint's ``usage`` beside our counts;
 * :mod:`.agentic` -- an agentic point's summary fields (full-run OSL,
   ``e2e_avg_interactivity``).
+
+The package re-exports; no module inside it imports the package itself
+(``tests/unit/test_import_graph.py``).
 """
 
+from .hf_cache import hf_cache_dir
 from .stats import PERCENTILES, Distribution, PointSeries, PointStats, distribution, point_stats
-from .tokens import CountJob, TokenCounter, TokenCounts, count_job, hf_cache_dir, load_tokenizer
+from .tokens import CountJob, TokenCounter, TokenCounts, count_job, load_tokenizer
 
 __all__ = (
     "PERCENTILES",

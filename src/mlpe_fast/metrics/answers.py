@@ -12,7 +12,7 @@ report, the curve and the exit status say so (never silently):
   new request arrives).  It stays completed -- its tokens were generated
   and streamed, so they count -- but it may be short.  An answer with
   neither output nor finish reason is not one at all: the engine fails it
-  as ``EmptyAnswer`` (``engine/connection.py``), so it never enters the
+  as ``EmptyAnswer`` (``engine/exchange.py``), so it never enters the
   figures.
 * **longer than asked**: more output tokens than ``max_output_tokens``
   asked for.  The endpoint ignores the field (some honour only
@@ -31,7 +31,7 @@ from typing import Any
 
 import msgspec
 
-from ..engine.connection import EMPTY_ANSWER
+from ..engine.exchange import EMPTY_ANSWER
 from ..engine.record import RequestRecord
 from .tokens import TokenCounts
 

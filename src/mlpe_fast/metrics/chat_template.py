@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MlpeError, UsageError
-from .tokens import _cached_snapshots, _looks_like_path, hf_cache_dir
+from .hf_cache import cached_snapshots, looks_like_path, repo_cache_dir
 
 if TYPE_CHECKING:
     import jinja2
@@ -657,10 +657,9 @@ def tokenizer_dir(name_or_path: str) -> Path | None:
         return path
     if path.is_file():
         return path.parent
-    if _looks_like_path(name):
+    if looks_like_path(name):
         return None
-    repo_dir = hf_cache_dir() / ("models--" + name.replace("/", "--"))
-    for snapshot in _cached_snapshots(repo_dir):
+    for snapshot in cached_snapshots(repo_cache_dir(name)):
         if (snapshot / "tokenizer.json").is_file():
             return snapshot
     return None

@@ -53,7 +53,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from . import early_stopping
+from .early_stopping import SortedSamples, estimate, estimate_targets
 
 __all__ = (
     "HISTOGRAM_BUCKETS",
@@ -179,11 +179,11 @@ def _as_series_array(name: str, values: npt.ArrayLike) -> npt.NDArray[Any]:
 
 
 def _early_stopping_map(
-    sorted_values: early_stopping.SortedSamples, grid: Sequence[float]
+    sorted_values: SortedSamples, grid: Sequence[float]
 ) -> dict[str, float | None]:
     return {
-        key: early_stopping.estimate(sorted_values, percentile)
-        for key, percentile in early_stopping.estimate_targets(grid).items()
+        key: estimate(sorted_values, percentile)
+        for key, percentile in estimate_targets(grid).items()
     }
 
 

@@ -52,7 +52,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import re
 import threading
 import time
 from array import array
@@ -67,13 +66,19 @@ import numpy.typing as npt
 
 from ..artifacts.events import PromptData, TextModelOutput, text_model_output
 from ..errors import LocalProtocolError, UsageError
+from .chat_template import (
+    ChatTemplate,
+    ChatTemplateError,
+    assistant_message,
+    prompt_messages_for_template,
+)
 from .count_inputs import CountInput, MessageText, osl_input, prompt_input, tpot_input
+from .hf_cache import cached_snapshots, hf_cache_dir, looks_like_path, repo_cache_dir
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from ..engine.record import RequestRecord
-    from .chat_template import ChatTemplate
     from .fast_bpe import FastBPECounter
 
 __all__ = (
@@ -84,7 +89,6 @@ __all__ = (
     "TokenCounter",
     "TokenCounts",
     "count_job",
-    "hf_cache_dir",
     "load_tokenizer",
 )
 
@@ -104,43 +108,11 @@ LIVE_INTERVAL_S = 0.25
 # Loading ------------------------------------------------------------------------------
 
 
-def hf_cache_dir() -> Path:
-    """The Hugging Face hub cache, as ``huggingface_hub`` resolves it.
-
-    ``HF_HUB_CACHE`` (or the legacy ``HUGGINGFACE_HUB_CACHE``), else
-    ``$HF_HOME/hub``, else ``$XDG_CACHE_HOME/huggingface/hub``, else
-    ``~/.cache/huggingface/hub``.
-    """
-    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
-        value = os.environ.get(name)
-        if value:
-            return Path(value).expanduser()
-    home = os.environ.get("HF_HOME")
-    if home:
-        return Path(home).expanduser() / "hub"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "huggingface" / "hub"
-
-
-# A Hugging Face repo id: NAME or ORG/NAME (letters, digits, "-", "_", ".").
-_REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*$")
-
 _SLOW_TOKENIZER_FILES = ("tokenizer.model", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
 
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def _looks_like_path(name: str) -> bool:
-    return (
-        name.startswith(("/", "./", "../", "~", "\\"))
-        or name.endswith(".json")
-        or (os.sep != "/" and os.sep in name)
-        or name.count("/") > 1
-        or not _REPO_ID.match(name)
-    )
 
 
 def _from_file(path: Path, name: str) -> Tokenizer:
@@ -179,28 +151,9 @@ def _from_directory(directory: Path, name: str) -> Tokenizer:
     raise UsageError(f"cannot load tokenizer {name!r}: {directory} has no tokenizer.json; {hint}")
 
 
-def _cached_snapshots(repo_dir: Path) -> list[Path]:
-    """Snapshot directories of one cached repo, the one ``refs/main`` names first."""
-    snapshots = repo_dir / "snapshots"
-    if not snapshots.is_dir():
-        return []
-    ordered: list[Path] = []
-    ref = repo_dir / "refs" / "main"
-    try:
-        head = ref.read_text(encoding="utf-8").strip()
-    except OSError:
-        head = ""
-    if head and (snapshots / head).is_dir():
-        ordered.append(snapshots / head)
-    others = [p for p in snapshots.iterdir() if p.is_dir() and p not in ordered]
-    others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
-    return ordered + others
-
-
 def _from_hf_cache(repo_id: str) -> Tokenizer | None:
     """The cached ``tokenizer.json`` of a hub repo id, never the network."""
-    repo_dir = hf_cache_dir() / ("models--" + repo_id.replace("/", "--"))
-    for snapshot in _cached_snapshots(repo_dir):
+    for snapshot in cached_snapshots(repo_cache_dir(repo_id)):
         path = snapshot / "tokenizer.json"
         if path.is_file():  # follows the blob symlink; a dangling one is skipped
             return _from_file(path, repo_id)
@@ -234,7 +187,7 @@ def load_tokenizer(name_or_path: str) -> Tokenizer:
         return _from_directory(path, name)
     if path.is_file():
         return _from_file(path, name)
-    if _looks_like_path(name):
+    if looks_like_path(name):
         raise UsageError(
             f"cannot load tokenizer {name!r}: no such file or directory; pass a directory "
             "holding tokenizer.json, a tokenizer.json file, or a Hugging Face id in the local cache"
@@ -365,14 +318,14 @@ def _fast_path(tokenizer: BatchEncoder) -> tuple[FastBPECounter | None, str]:
     """The exact fast path for this tokenizer, or why there is none."""
     from tokenizers import Tokenizer
 
-    from . import fast_bpe
+    from .fast_bpe import FastBPECounter, ineligibility_reason
 
     if not isinstance(tokenizer, Tokenizer):
         return None, "not a tokenizers.Tokenizer"
-    counter = fast_bpe.FastBPECounter.from_tokenizer(tokenizer)
+    counter = FastBPECounter.from_tokenizer(tokenizer)
     if counter is not None:
         return counter, ""
-    return None, fast_bpe.ineligibility_reason(tokenizer) or "not a byte-level BPE"
+    return None, ineligibility_reason(tokenizer) or "not a byte-level BPE"
 
 
 def _fallback_text(message: MessageText) -> str:
@@ -395,17 +348,6 @@ class _Texts:
         template: ChatTemplate | None,
         fast: FastBPECounter | None,
     ) -> None:
-        # chat_template resolves tokenizer directories with this module's
-        # helpers: imported here, not at the top, to keep the import acyclic.
-        from .chat_template import (
-            ChatTemplateError,
-            assistant_message,
-            prompt_messages_for_template,
-        )
-
-        self._template_error = ChatTemplateError
-        self._assistant_message = assistant_message
-        self._prompt_messages = prompt_messages_for_template
         self._encode = encode
         self._template = template
         self._fast = fast
@@ -423,7 +365,7 @@ class _Texts:
             assert self._template is not None
             try:
                 text = self._template.framing
-            except self._template_error:
+            except ChatTemplateError:
                 self._framing = 0
             else:
                 self._framing = self.count_now([text])[0]
@@ -441,24 +383,24 @@ class _Texts:
         if isinstance(item, MessageText):
             if template is None:
                 return _fallback_text(item), 0
-            message = self._assistant_message(item.content, item.reasoning, item.tool_calls)
+            message = assistant_message(item.content, item.reasoning, item.tool_calls)
             try:
                 text = template.render_reply(message)
-            except self._template_error:
+            except ChatTemplateError:
                 self.template_fallbacks += 1
                 return _fallback_text(item), 0
             return text, self.framing()
         if template is not None:
             try:
                 return template.render(
-                    self._prompt_messages(item.messages),
+                    prompt_messages_for_template(item.messages),
                     add_generation_prompt=True,
                     tools=item.tools,
                     chat_template_kwargs=item.chat_template_kwargs,
                     chat_template=item.chat_template,
                     tool_choice=item.tool_choice,
                 ), 0
-            except self._template_error:
+            except ChatTemplateError:
                 self.template_fallbacks += 1
         return "\n".join(str(m.get("content") or "") for m in item.messages), 0
 

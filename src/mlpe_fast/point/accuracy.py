@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from ..accuracy.results import accuracy_entry, output_text
 from ..accuracy.swe_bench import run_swe_bench, swe_bench_entry
 from ..artifacts.events import PromptData, text_model_output
-from ..engine._reader import monotonic_ns
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..load.dataset import Dataset
 from ..load.requests import RequestFeed

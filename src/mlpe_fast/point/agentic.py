@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..accuracy.agentic_inline import InlineTurn, inline_entry, score_inline
 from ..artifacts.events import SESSION_STOP_PERFORMANCE_TRACKING, PromptData
-from ..engine._reader import monotonic_ns
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..load.agentic import AgenticBodies, AgenticDataset
 from ..load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic

@@ -24,8 +24,8 @@ from ..artifacts.events import (
     text_model_output,
 )
 from ..config import RunConfig
-from ..engine._reader import monotonic_ns
 from ..engine.audit import LoopLagProbe
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..errors import SetupError
 from ..load.dataset import Dataset

@@ -14,8 +14,8 @@ from typing import Any, TextIO
 import msgspec
 
 from ..config import RunConfig
-from ..engine._reader import monotonic_ns
 from ..engine.audit import Audit, ClientTotals
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..metrics.answers import AnswerChecks
 from ..metrics.stats import PointStats

@@ -27,10 +27,10 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from time import monotonic_ns
 
 import msgspec
 
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 
 __all__ = (

@@ -29,7 +29,6 @@ import os
 from array import array
 from collections.abc import Callable
 from pathlib import Path
-from time import monotonic_ns
 from typing import Any
 
 import msgspec
@@ -37,6 +36,7 @@ import msgspec
 from ..artifacts.summary import write_json
 from ..config import RunConfig
 from ..engine.audit import Audit
+from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..errors import MlpeError
 from ..load.dataset import Dataset

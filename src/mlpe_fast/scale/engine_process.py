@@ -28,7 +28,6 @@ import signal
 import threading
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from time import monotonic_ns
 from types import EllipsisType
 
 import msgspec
@@ -36,6 +35,7 @@ import msgspec
 from ..clients import client_for
 from ..config import RunConfig
 from ..engine.audit import ClientTotals, LoopLagProbe
+from ..engine.clock import monotonic_ns
 from ..engine.loop import loop_runner_for_platform
 from ..engine.record import RequestRecord
 from ..load.dataset import load_dataset

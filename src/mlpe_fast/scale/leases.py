@@ -22,11 +22,11 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
-from time import monotonic_ns
 from types import EllipsisType
 
 import msgspec
 
+from ..engine.clock import monotonic_ns
 from ..load.requests import BodyTemplate, salted_body
 from ..load.salt import Salter
 

@@ -3,7 +3,7 @@ library's connection state, HPACK and flow-control accounting.
 
 Each stream carries one request.  When its request is complete (END_STREAM
 read) the stream hands it to :func:`mlpe_fast.sim._handling.handle_request`
-and is the :class:`~mlpe_fast.sim._handling.Responder` of its answer, so
+and is the :class:`~mlpe_fast.sim._responder.Responder` of its answer, so
 the routes, errors, oracle answers, jobs and deadlines are those of
 HTTP/1.1; streams are independent, each job paced by the server's pacer.
 
@@ -92,8 +92,9 @@ from h2.exceptions import ProtocolError, StreamClosedError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame, SettingsFrame
 
-from ._handling import JSON, ServerState, drive, handle_request, send_error
-from ._jobs import ResponseJob
+from ._handling import handle_request, send_error
+from ._responder import JSON, CancellableJob
+from ._state import ServerState, drive
 
 __all__ = ("Http2Connection", "Http2Stream")
 
@@ -145,8 +146,8 @@ class Http2Stream:
         # The request body read so far; None once it is refused (413).
         self.body: bytearray | None = bytearray()
         self.client_done = False  # the client's END_STREAM was read
-        self.job: ResponseJob | None = None
-        self.parked: ResponseJob | None = None
+        self.job: CancellableJob | None = None
+        self.parked: CancellableJob | None = None
         self.reset_after_tokens: int | None = None
         # Response bytes the flow-control windows hold back: pending[offset:],
         # END_STREAM after them when ending.
@@ -181,17 +182,17 @@ class Http2Stream:
         headers.extend(extra)
         self.conn.send(self, headers, body, end=True)
 
-    def begin(self, job: ResponseJob, *, streamed: bool) -> None:
+    def begin(self, job: CancellableJob, *, streamed: bool) -> None:
         self.job = job
 
     def write_stream(self, parts: list[bytes], *, head: bool, end: bool) -> None:
         self.conn.send(self, _STREAM_HEAD if head else None, b"".join(parts), end=end)
 
-    def park(self, job: ResponseJob) -> None:
+    def park(self, job: CancellableJob) -> None:
         self.parked = job
         self.conn.parked[self.id] = self
 
-    def job_done(self, job: ResponseJob) -> None:
+    def job_done(self, job: CancellableJob) -> None:
         self.job = None
 
     def reset(self) -> None:

@@ -4,230 +4,37 @@ start of the response job.
 
 A protocol reads a complete request (method, path, body and the time its
 last byte was read) and hands it to :func:`handle_request` together with a
-:class:`Responder`, the object the answer leaves through: the HTTP/1.1
-connection itself (it answers one request at a time) or one HTTP/2 stream.
-Everything above the framing, what is answered and when, is decided here
-and in :mod:`mlpe_fast.sim._jobs`, so both protocols serve the same bytes
-of JSON and SSE at the same deadlines.  See :mod:`mlpe_fast.sim.server`
+:class:`~mlpe_fast.sim._responder.Responder`, the object the answer leaves
+through: the HTTP/1.1 connection itself (it answers one request at a time)
+or one HTTP/2 stream.  Everything above the framing, what is answered and
+when, is decided here and in :mod:`mlpe_fast.sim._jobs`, so both protocols
+serve the same bytes of JSON and SSE at the same deadlines.  The state all
+connections share is :mod:`mlpe_fast.sim._state`.  See :mod:`mlpe_fast.sim.server`
 for the behaviour and the meaning of the stamps.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 
-from ._events import Shape, framed
 from ._fault_jobs import BUFFERED_FAULTS, FaultyBufferedJob, FaultyStreamJob, fault_error
 from ._jobs import BufferedJob, Gen, ReplayJob, ResponseJob, StreamJob
-from ._pacer import Pacer
-from .config import VOCAB, SimConfig, SimStats
+from ._responder import JSON, Responder
+from ._state import LIMIT_FIELDS, ServerState, drive
+from .config import VOCAB
 from .faults import FaultPicker, FaultSpec
 from .oracle import MISS_CODE, request_prompt
 from .replay import MISS_CODE as REPLAY_MISS_CODE
-from .stream import chat_chunk, completion_chunk
 
-__all__ = (
-    "JSON",
-    "Closable",
-    "Responder",
-    "ServerState",
-    "Wire",
-    "drive",
-    "handle_request",
-    "reply",
-    "send_error",
-)
+__all__ = ("handle_request", "reply", "send_error")
 
-JSON = b"application/json"
 _VOCAB_BYTES = tuple(c.encode("ascii") for c in VOCAB)
-_EOLS = {"lf": b"\n", "crlf": b"\r\n"}
-# The request fields that set an answer's length, by SimConfig.max_tokens_field:
-# (chat's, in the order read; completions').
-_LIMIT_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "both": (("max_completion_tokens", "max_tokens"), ("max_tokens",)),
-    "max_tokens": (("max_tokens",), ("max_tokens",)),
-    "max_completion_tokens": (("max_completion_tokens",), ("max_tokens",)),
-    "none": ((), ()),
-}
 _monotonic_ns = time.monotonic_ns
-
-
-# --- what handling needs from a protocol ---------------------------------------------
-
-
-class Responder(Protocol):
-    """Where one response goes: an HTTP/1.1 connection or an HTTP/2 stream.
-
-    A response is either whole (:meth:`respond`: status, headers and body
-    at once) or streamed by a :class:`~mlpe_fast.sim._jobs.StreamJob`
-    (:meth:`begin`, then :meth:`write_stream` per wake-up, then
-    :meth:`job_done`).  Jobs consult :attr:`gone` and :attr:`blocked` before
-    each write: a response nobody can receive stops, and one the transport
-    or the peer's flow-control window cannot take now is :meth:`park`-ed and
-    driven again by the responder when it can.
-    """
-
-    @property
-    def chunked(self) -> bool:
-        """Whether stream events are framed as HTTP/1.1 chunks."""
-        ...
-
-    @property
-    def reset_after_tokens(self) -> int | None:
-        """A fault: abort the response once this many token events were
-        written (:meth:`reset`); None never."""
-        ...
-
-    @property
-    def wire(self) -> Wire | None:
-        """The HTTP/1.x connection under the response, for the faults that
-        break its framing or its lifetime; None over HTTP/2."""
-        ...
-
-    @property
-    def gone(self) -> bool:
-        """The response can no longer be delivered (closed or reset)."""
-        ...
-
-    @property
-    def blocked(self) -> bool:
-        """Nothing more can be written now (a full transport buffer, an
-        exhausted flow-control window)."""
-        ...
-
-    def respond(
-        self,
-        status: int,
-        body: bytes,
-        *,
-        content_type: bytes = JSON,
-        event_stream: bool = False,
-        extra: Sequence[tuple[bytes, bytes]] = (),
-    ) -> None:
-        """Sends a whole response with a Content-Length."""
-        ...
-
-    def begin(self, job: ResponseJob, *, streamed: bool) -> None:
-        """``job`` now answers the request; it is driven right after."""
-        ...
-
-    def write_stream(self, parts: list[bytes], *, head: bool, end: bool) -> None:
-        """Sends rendered events of a streamed response, after its head when
-        ``head`` (the first write), ending the response when ``end``."""
-        ...
-
-    def park(self, job: ResponseJob) -> None:
-        """Holds ``job`` until writing is possible again, then drives it."""
-        ...
-
-    def job_done(self, job: ResponseJob) -> None:
-        """``job`` wrote its whole response."""
-        ...
-
-    def reset(self) -> None:
-        """Aborts the response: resets the HTTP/2 stream
-        (RST_STREAM(INTERNAL_ERROR)) or the HTTP/1.x connection (RST)."""
-        ...
-
-
-class Wire(Protocol):
-    """An HTTP/1.x connection as the faults see it: bytes written as they
-    are, whatever the framing says."""
-
-    @property
-    def stream_head(self) -> bytes:
-        """The head of the streamed response begun (:meth:`Responder.begin`)."""
-        ...
-
-    @property
-    def keeps_alive(self) -> bool:
-        """The connection is to stay open after the response being answered."""
-        ...
-
-    def write(self, data: bytes) -> None:
-        """Writes ``data`` as is."""
-        ...
-
-    def hang_up(self) -> None:
-        """Closes the connection cleanly (FIN) once what is written is sent."""
-        ...
-
-    def close_after_response(self) -> None:
-        """Closes the connection cleanly once the response is out, although
-        its head let the client keep it (the stale keep-alive race)."""
-        ...
-
-
-class Closable(Protocol):
-    """A live connection, as the server sees it at shutdown."""
-
-    def abort(self) -> None:
-        """Drops the connection at once."""
-        ...
-
-
-# --- the server's shared state -------------------------------------------------------
-
-
-class ServerState:
-    """What all connections of one server share."""
-
-    def __init__(self, config: SimConfig, pacer: Pacer) -> None:
-        self.config = config
-        self.pacer = pacer
-        self.stats = SimStats()
-        self.conns: set[Closable] = set()
-        # What the fault windows count from.
-        self.started_ns = _monotonic_ns()
-        self.eol = _EOLS[config.eol]
-        self.model = config.model
-        self.oracle = config.oracle
-        self.replay = config.replay
-        self.limit_fields = _LIMIT_FIELDS[config.max_tokens_field]
-        # Independent streams, so that e.g. changing the timing leaves the
-        # text and the lengths unchanged.
-        seeds = random.Random(config.seed)
-        self.rng_text = random.Random(seeds.getrandbits(64))
-        self.ttft = config.ttft_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
-        self.itl = config.itl_ms.ns_sampler(random.Random(seeds.getrandbits(64)))
-        self.length = config.output_len.int_sampler(random.Random(seeds.getrandbits(64)))
-        # None without faults: a request then costs one test, its events nothing.
-        self.faults: FaultPicker | None = None
-        if config.faults:
-            self.faults = FaultPicker(config.faults, seeds.getrandbits(64), self.started_ns)
-            self.stats.faults = {spec.name: 0 for spec in config.faults}
-        self.next_id = 0
-        model = config.model
-        self.role_shape = Shape(
-            lambda *, text, **ids: chat_chunk(role="assistant", content="", model=model, **ids)
-        )
-        self.content_shape = Shape(
-            lambda *, text, **ids: chat_chunk(content=text, model=model, **ids)
-        )
-        self.reasoning_shape = Shape(
-            lambda *, text, **ids: chat_chunk(reasoning=text, model=model, **ids)
-        )
-        self.text_shape = Shape(lambda *, text, **ids: completion_chunk(text, model=model, **ids))
-        self.done = {
-            chunked: framed(b"[DONE]", eol=self.eol, chunked=chunked) for chunked in (True, False)
-        }
-
-    def new_id(self, chat: bool) -> str:
-        self.next_id += 1
-        return f"{'chatcmpl' if chat else 'cmpl'}-mlpe{self.next_id:08x}"
-
-
-def drive(state: ServerState, job: ResponseJob, now_ns: int) -> None:
-    """Fires ``job`` now and hands its next deadline, if any, to the pacer."""
-    nxt = job.fire(now_ns)
-    if nxt is not None:
-        state.pacer.schedule(nxt, job)
 
 
 # --- requests ------------------------------------------------------------------------
@@ -263,7 +70,7 @@ def _parse_gen(
     *,
     chat: bool,
     limit: int,
-    fields: tuple[tuple[str, ...], tuple[str, ...]] = _LIMIT_FIELDS["both"],
+    fields: tuple[tuple[str, ...], tuple[str, ...]] = LIMIT_FIELDS["both"],
 ) -> Gen:
     """What a completion request asks for; ``fields`` are the length fields
     read, chat's and completions' (``SimConfig.max_tokens_field``): the

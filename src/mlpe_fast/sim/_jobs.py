@@ -2,7 +2,7 @@
 which the pacer (:mod:`mlpe_fast.sim._pacer`) fires at its deadlines.
 
 A job renders events and hands them to its
-:class:`~mlpe_fast.sim._handling.Responder`; it knows nothing of the
+:class:`~mlpe_fast.sim._responder.Responder`; it knows nothing of the
 framing (HTTP/1.1 head and chunks, or HTTP/2 HEADERS and DATA frames)
 beyond whether events are chunk-framed.  See :mod:`mlpe_fast.sim.server`
 for the timing and the meaning of the stamps.
@@ -18,7 +18,8 @@ from ._events import Event, framed
 from .stream import chat_chunk, chat_completion, completion_chunk, text_completion
 
 if TYPE_CHECKING:
-    from ._handling import Responder, ServerState
+    from ._responder import Responder
+    from ._state import ServerState
 
 __all__ = ("BufferedJob", "Gen", "ReplayJob", "ResponseJob", "StreamJob")
 

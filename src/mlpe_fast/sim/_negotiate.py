@@ -19,8 +19,8 @@ from collections.abc import Callable
 from typing import cast
 
 from ._h2 import Http2Connection
-from ._handling import ServerState
 from ._protocol import Connection
+from ._state import ServerState
 
 __all__ = ("PREFACE", "Negotiator", "make_ssl_context", "protocol_factory")
 

@@ -1,6 +1,6 @@
 """The simulated endpoint's HTTP/1.1 connection: reads requests, answers
 them in order (pipelining included), and is the
-:class:`~mlpe_fast.sim._handling.Responder` of its one response in flight.
+:class:`~mlpe_fast.sim._responder.Responder` of its one response in flight.
 What is answered is decided in :mod:`mlpe_fast.sim._handling`, how a
 completion is paced in :mod:`mlpe_fast.sim._jobs`; this module adds the
 HTTP/1.1 framing (RFC 9112).  See :mod:`mlpe_fast.sim.server` for the
@@ -19,9 +19,10 @@ from collections import deque
 from collections.abc import Sequence
 from typing import cast
 
-from ._handling import JSON, ServerState, drive, handle_request, send_error
+from ._handling import handle_request, send_error
 from ._http import HttpError, Request, RequestReader
-from ._jobs import ResponseJob
+from ._responder import JSON, CancellableJob
+from ._state import ServerState, drive
 from .stream import LAST_CHUNK
 
 __all__ = ("Connection",)
@@ -93,8 +94,8 @@ class Connection(asyncio.Protocol):
         cfg = state.config
         self._reader = RequestReader(max_head=cfg.max_head, max_body=cfg.max_body)
         self._pending: deque[Request | HttpError] = deque()
-        self._job: ResponseJob | None = None
-        self._parked: ResponseJob | None = None
+        self._job: CancellableJob | None = None
+        self._parked: CancellableJob | None = None
         self._processing = False
         self._reading_paused = False
         self._eof = False
@@ -209,7 +210,7 @@ class Connection(asyncio.Protocol):
         if close and self._job is None:  # a job's end closes in job_done
             self._close()
 
-    def begin(self, job: ResponseJob, *, streamed: bool) -> None:
+    def begin(self, job: CancellableJob, *, streamed: bool) -> None:
         self._job = job
         if streamed:
             # RFC 9112 section 6.1: no chunked coding to an HTTP/1.0 client;
@@ -231,11 +232,11 @@ class Connection(asyncio.Protocol):
             parts.append(LAST_CHUNK)
         self.write(b"".join(parts))
 
-    def park(self, job: ResponseJob) -> None:
+    def park(self, job: CancellableJob) -> None:
         """Holds ``job`` until the transport's buffer drains."""
         self._parked = job
 
-    def job_done(self, job: ResponseJob) -> None:
+    def job_done(self, job: CancellableJob) -> None:
         self._job = None
         self._last_done_ns = _monotonic_ns()
         if self._close_after or self._quiet_close:

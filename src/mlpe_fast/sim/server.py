@@ -220,9 +220,9 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import TextIO
 
-from ._handling import ServerState
 from ._negotiate import make_ssl_context, protocol_factory
 from ._pacer import make_pacer
+from ._state import ServerState
 from .config import H2_OPTIONS, VOCAB, Eol, Framing, LoopKind, SimConfig, SimStats
 from .faults import FaultSpec, fault_help, parse_fault
 from .oracle import DEFAULT_TOKEN_CHARS, load_oracle, parse_degrade, parse_oracle_arg
