@@ -216,7 +216,7 @@ def write_config_yaml(
     endpoints: Sequence[str] | None = None,
 ) -> None:
     """Writes ``config.yaml`` (see :func:`config_to_yaml_dict`)."""
-    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config._yaml
+    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config.yaml_file._yaml
     text = yaml.safe_dump(
         config_to_yaml_dict(config, endpoints=endpoints),
         default_flow_style=False,

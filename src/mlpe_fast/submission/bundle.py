@@ -184,7 +184,7 @@ def _plan(points: Sequence[PointFolder], system: SystemDescription) -> list[_Pla
 
 
 def _yaml_bytes(data: Mapping[str, Any]) -> bytes:
-    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config._yaml
+    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config.yaml_file._yaml
     head = f"# point.yaml (MLPerf Endpoints spec §3.6), written by mlpe-fast {__version__}\n"
     body: str = yaml.safe_dump(
         dict(data), sort_keys=False, default_flow_style=False, allow_unicode=True

@@ -411,7 +411,7 @@ def load_system(path: str | Path) -> SystemDescription:
         raise UsageError(f"{where}: system file not found (mlpe-fast init writes one)") from None
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{where}: cannot read: {error}") from None
-    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config._yaml
+    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config.yaml_file._yaml
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:

@@ -89,7 +89,7 @@ def point_settings(config: RunConfig, endpoints: Sequence[str] | None) -> dict[s
     """What ``config.yaml`` of the point ``config`` measures would hold, read
     back as the stored one is (YAML types); ``endpoints`` None: the demo's
     simulated endpoint, not started yet."""
-    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config._yaml
+    yaml: Any = importlib.import_module("yaml")  # untyped; see mlpe_fast.config.yaml_file._yaml
     mapping = config_to_yaml_dict(config, endpoints=list(endpoints or ()))
     loaded: dict[str, Any] = yaml.safe_load(yaml.safe_dump(mapping, sort_keys=False))
     return loaded

@@ -1,0 +1,258 @@
+"""Value converters: each takes a :class:`~.given.Given` (the value and
+where it came from) and returns the setting's value, or raises
+:class:`~mlpe_fast.errors.UsageError` with one line naming ``where`` and
+the value.
+
+A flag's value is a string, a YAML value whatever the file holds: every
+converter takes both (``"16"`` and ``16``; ``"true"`` and ``true``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+from . import choices
+from .benchmark import BENCHMARK_MODELS
+from .given import Converter, Given
+
+__all__ = (
+    "any_integer",
+    "boolean",
+    "ca_bundle",
+    "choice",
+    "concurrencies",
+    "duration",
+    "engines",
+    "integer",
+    "kind_of",
+    "mapping",
+    "max_connections",
+    "mlperf_model",
+    "number",
+    "one_of",
+    "positive_integer",
+    "positive_number",
+    "seed",
+    "short",
+    "streaming",
+    "string",
+)
+
+
+def short(value: object) -> str:
+    """``value`` for a message: its repr, cut at about 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:56] + "...'"
+
+
+def kind_of(value: object) -> str:
+    """What ``value`` is, in words ("a list", "a mapping"), for a message."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "nothing"
+    return type(value).__name__
+
+
+def integer(given: Given, minimum: int | None = None) -> int:
+    """An integer (``"16"``, ``16`` or ``16.0``; never a boolean) of at least ``minimum``."""
+    value, where = given
+    number_: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number_ = value
+    elif (isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value)) or (
+        isinstance(value, float) and value.is_integer()
+    ):
+        number_ = int(value)
+    if number_ is None or (minimum is not None and number_ < minimum):
+        what = {None: "an integer", 0: "an integer >= 0", 1: "a positive integer"}.get(
+            minimum, f"an integer >= {minimum}"
+        )
+        raise UsageError(f"{where}: expected {what}, got {short(value)}")
+    return number_
+
+
+def any_integer(given: Given) -> int:
+    return integer(given)
+
+
+def positive_integer(given: Given) -> int:
+    return integer(given, minimum=1)
+
+
+def seed(given: Given) -> int:
+    """An RNG seed: an integer >= 0 (spec §2.5 seeds are unsigned)."""
+    return integer(given, minimum=0)
+
+
+def number(given: Given, positive: bool = False) -> float:
+    """A finite number (``"2.5"`` or ``2.5``), above 0 if ``positive``."""
+    value, where = given
+    found: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        found = float(value)
+    elif isinstance(value, str):
+        try:
+            found = float(value)
+        except ValueError:
+            found = None
+    if found is None or not math.isfinite(found) or (positive and found <= 0):
+        what = "a positive number" if positive else "a number"
+        raise UsageError(f"{where}: expected {what}, got {short(value)}")
+    return found
+
+
+def positive_number(given: Given) -> float:
+    return number(given, positive=True)
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*")
+# A bare number is milliseconds, the reference's unit (min_duration_ms).
+_UNIT_S = {"ms": 1e-3, None: 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(given: Given) -> float | None:
+    """Milliseconds (the reference's unit) or a suffixed string -> seconds;
+    0 means "not set", as the reference's 0 ms."""
+    value, where = given
+    seconds: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and value >= 0:
+            seconds = float(value) * 1e-3
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value)):
+        seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds is None:
+        raise UsageError(
+            f"{where}: expected a duration in ms or with a unit (600s, 10m, 1h), got {short(value)}"
+        )
+    return seconds or None
+
+
+def boolean(given: Given) -> bool:
+    value, where = given
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "on", "yes", "1"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("false", "off", "no", "0"):
+        return False
+    raise UsageError(f"{where}: expected true or false, got {short(value)}")
+
+
+def string(given: Given) -> str:
+    """A string, stripped."""
+    value, where = given
+    if not isinstance(value, str):
+        raise UsageError(f"{where}: expected a string, got {short(value)}")
+    return value.strip()
+
+
+def mapping(given: Given) -> dict[str, Any]:
+    value, where = given
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: expected a mapping, got {short(value)}")
+    return value
+
+
+def choice(
+    given: Given,
+    allowed: Mapping[str, Any],
+    unsupported: Mapping[str, str],
+    shown: Sequence[str] | None = None,
+) -> Any:
+    """One of ``allowed``'s spellings (any case), as the value it means;
+    one of ``unsupported`` says so; ``shown`` (default: every spelling) is
+    what the message offers."""
+    value, where = given
+    key = value.strip().lower() if isinstance(value, str) else value
+    if isinstance(key, str) and key in allowed:
+        return allowed[key]
+    if isinstance(key, str) and key in unsupported:
+        raise UsageError(f"{where}: {unsupported[key]} are not supported by mlpe-fast")
+    names = ", ".join(allowed if shown is None else shown)
+    raise UsageError(f"{where}: {short(value)} is not one of {names}")
+
+
+def one_of(
+    allowed: Mapping[str, Any],
+    unsupported: Mapping[str, str] | None = None,
+    shown: Sequence[str] | None = None,
+) -> Converter:
+    """A converter for a setting that takes one of ``allowed``'s names (:func:`choice`)."""
+
+    def convert(given: Given) -> Any:
+        return choice(given, allowed, unsupported or {}, shown)
+
+    return convert
+
+
+def streaming(given: Given) -> choices.Streaming:
+    """auto, on or off."""
+    if isinstance(given.value, bool):  # YAML 1.1 reads a bare `on`/`off` as a boolean
+        return "on" if given.value else "off"
+    mode: choices.Streaming = choice(given, choices.STREAMING, {})
+    return mode
+
+
+def concurrencies(given: Given) -> int | tuple[int, ...]:
+    """One concurrency (an int), or a curve's: a list (``1,4,16`` or a YAML
+    list) as a sorted tuple of unique concurrencies."""
+    value, where = given
+    if isinstance(value, list):
+        items: list[Any] = value
+    elif isinstance(value, str) and "," in value:
+        items = value.split(",")
+    else:
+        return positive_integer(given)
+    if not items:
+        raise UsageError(f"{where}: expected a positive integer or a list of them")
+    return tuple(sorted({positive_integer(Given(item, where)) for item in items}))
+
+
+def max_connections(given: Given) -> int | None:
+    """A connection cap; the reference's -1 (automatic) means none."""
+    if integer(given) == -1:
+        return None
+    return positive_integer(given)
+
+
+def engines(given: Given) -> int:
+    """``N`` engine processes, or ``auto`` (0: one per usable core)."""
+    value, where = given
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return 0
+    try:
+        return positive_integer(given)
+    except UsageError:
+        raise UsageError(
+            f"{where}: expected a positive integer or auto, got {short(value)}"
+        ) from None
+
+
+def ca_bundle(given: Given) -> str:
+    """A CA bundle: a readable file, checked now rather than at the first connect."""
+    path = string(given)
+    if not Path(path).is_file():
+        raise UsageError(f"{given.where}: file not found: {path}")
+    return path
+
+
+def mlperf_model(given: Given) -> str:
+    """``--mlperf-model``: one of :data:`~.benchmark.BENCHMARK_MODELS`, so
+    that a typo cannot turn the accuracy gate off without a word."""
+    name = string(given)
+    if name not in BENCHMARK_MODELS:
+        raise UsageError(
+            f"{given.where} {name!r}: not an MLPerf Endpoints model; "
+            f"one of {', '.join(BENCHMARK_MODELS)}"
+        )
+    return name
