@@ -8,7 +8,8 @@ blurs which layer is above which.  Two checks:
   ``.py`` file of ``mlpe_fast``, at module level or inside a function,
   **including** the ones under ``if TYPE_CHECKING:`` (a type-only cycle
   is still two modules that each need the other); ``from pkg import name``
-  is an edge to ``pkg`` and, when ``pkg.name`` is a module, to it too.  It
+  is an edge to ``pkg.name`` when that is a module, else to ``pkg`` (a
+  name its ``__init__`` defines; ``from . import sub`` needs only ``sub``).  It
   must have no cycle, and no module inside a subpackage may import that
   subpackage's ``__init__`` (which only re-exports, for the callers outside);
 * the dynamic check: each module is imported first, alone, in a fresh
@@ -99,13 +100,11 @@ def imports_of(module: str) -> set[str]:
             edges.update(alias.name for alias in node.names if alias.name in known)
         elif isinstance(node, ast.ImportFrom):
             target = _absolute(module, is_package, node)
-            if target in known:
+            submodules = {f"{target}.{a.name}" for a in node.names} & known.keys()
+            edges.update(submodules)
+            # a name read from ``target``'s namespace, not only its submodules
+            if target in known and len(submodules) < len(node.names):
                 edges.add(target)
-            edges.update(
-                f"{target}.{alias.name}"
-                for alias in node.names
-                if f"{target}.{alias.name}" in known
-            )
     edges.discard(module)
     return edges
 
@@ -184,7 +183,7 @@ def test_the_scan_sees_every_kind_of_import() -> None:
     assert "mlpe_fast.engine.client" in graph["mlpe_fast.engine"]  # from .client import
     assert "mlpe_fast.engine.record" in graph["mlpe_fast.metrics.tokens"]  # TYPE_CHECKING
     assert "mlpe_fast.metrics.fast_bpe" in graph["mlpe_fast.metrics.tokens"]  # in a function
-    assert "mlpe_fast.sim" in graph["mlpe_fast.runner"]  # from . import sim
+    assert "mlpe_fast.sim" in graph["mlpe_fast.demo"]  # from . import sim
     assert {"mlpe_fast", "mlpe_fast.wire"} <= graph["mlpe_fast.cli"] | graph["mlpe_fast"]
 
 
