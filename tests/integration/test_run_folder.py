@@ -71,6 +71,14 @@ def test_run_folder_files_and_the_checker(tmp_path: Path) -> None:
     counters = {m["name"]: m["value"] for m in snapshot["metrics"] if m["type"] == "counter"}
     assert counters["tracked_samples_completed"] == 48
     assert counters["tracked_duration_ns"] == summary["duration_ns"]
+    # the steady-state window (spec §1.4): a short point's falls back to the
+    # whole run, said in the summary, the report and the table alike
+    steady = summary["mlpe_fast"]["steady_state"]
+    stored = json.loads((run / "steady_state.json").read_bytes())["point_yaml"]
+    assert steady["status"] == stored["status"] and steady["basis"] == "total"
+    line = f"steady state: {steady['status']} ("
+    assert line in (run / "report.txt").read_text() and line in result.table
+    assert "the whole-run figures above are the result" in result.table
 
 
 def test_warmup_has_its_own_log(tmp_path: Path) -> None:

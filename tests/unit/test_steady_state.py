@@ -8,6 +8,7 @@ the block against the official checker's own model.
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from collections.abc import Sequence
@@ -571,3 +572,38 @@ def test_checker_rejects_a_tampered_block(tmp_path: Path) -> None:
     passes = CASES["three_passes"].to_point_yaml()
     four = {**passes, "window": {**passes["window"], "super_pass_end": 3}}
     assert _checker_errors(four, tmp_path)
+
+
+def test_the_headline_of_a_windowable_point_names_the_window_its_figures_come_from() -> None:
+    """``result_summary.json``'s ``mlpe_fast.steady_state`` (spec §1.4): the
+    window's figures are the official result only when windowable."""
+    q = make_run([0.7] + [1.0] * 7)
+    r = detect(q)
+    block = r.headline()
+    assert block["basis"] == "steady_state" and block["status"] == "windowable"
+    assert block["window"] == r.to_point_yaml()["window"]
+    assert r.figures is not None and r.figures.tpot is not None and r.figures.ttft is not None
+    figures = block["figures"]
+    assert figures["system_tps"] == r.figures.system_tps
+    assert figures["tps_per_user"] == pytest.approx(1000 / figures["tpot_p90_ms"])
+    assert figures["ttft_p90_ms"] == r.figures.ttft.p90 / 1e6
+    assert figures["n_completed"] == 7 * SIZE and figures["tokens_complete"] is True
+    assert json.loads(json.dumps(block)) == block  # plain values, for the summary
+
+
+def test_the_headline_of_a_short_point_falls_back_to_the_whole_run() -> None:
+    r = detect(make_run([1.0] * 3))
+    block = r.headline()
+    assert block["status"] == "insufficient_passes" and block["basis"] == "total"
+    assert block["n_super_passes"] == 3 and block["reason"] == r.reason
+
+
+def test_the_report_lines_say_which_figures_are_the_result() -> None:
+    from mlpe_fast.point.figures import steady_state_lines
+
+    windowable = steady_state_lines(detect(make_run([0.7] + [1.0] * 7)))
+    assert "windowable (STEADY STATE): the window's figures are the result" in windowable
+    assert "super-passes 2-8 of 8" in windowable and "system " in windowable
+    assert "TTFT p90 " in windowable and "per user " in windowable
+    short = steady_state_lines(detect(make_run([1.0] * 3)))
+    assert "insufficient_passes" in short and "the whole-run figures above are the result" in short

@@ -257,3 +257,30 @@ def test_a_single_points_line() -> None:
     assert size_text(msgspec.structs.replace(BASE, duration_s=0.3), 96)[0] == (
         "8 samples or 0.3 s, whichever comes first"
     )
+
+
+def _summary(steady: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "system_tps": 100.0,
+        "tps_per_user": 20.0,
+        "ttft": {"percentiles": {"90.0": 50e6}},
+        "mlpe_fast": {"steady_state": steady},
+    }
+
+
+def test_a_windowable_point_takes_its_window_figures_into_the_curve() -> None:
+    # spec §1.4: the window is the official result when windowable; the
+    # whole-run figures stay beside it in the row
+    from mlpe_fast.sweep.runner import SweepPoint, _row, _table
+
+    point = SweepPoint(8, "low_latency", "none", False, "out/r8")
+    window = {"system_tps": 120.0, "tps_per_user": 25.0, "ttft_p90_ms": 40.0}
+    official = _row(point, _summary({"basis": "steady_state", "figures": window}))
+    assert {k: official[k] for k in window} == window
+    assert official["basis"] == "steady_state"
+    assert official["total"] == {"system_tps": 100.0, "tps_per_user": 20.0, "ttft_p90_ms": 50.0}
+    assert "steady-state window" in _table([official])
+    fallback = _row(point, _summary({"basis": "total", "figures": window}))
+    assert fallback["system_tps"] == 100.0 and fallback["basis"] == "total"
+    assert "total" not in fallback and "steady-state window" not in _table([fallback])
+    assert _row(point, _summary(None))["basis"] == "total"

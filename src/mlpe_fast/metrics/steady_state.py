@@ -615,6 +615,45 @@ class SteadyState(msgspec.Struct, frozen=True):
             }
         return block
 
+    def headline(self) -> dict[str, Any]:
+        """The block ``result_summary.json`` carries under
+        ``mlpe_fast.steady_state`` (plain values): the status, verdict and
+        reason; ``basis``, which figures are the point's official result
+        (``steady_state`` only when ``windowable``, spec §1.4, else
+        ``total``, the whole-run figures at the top level); the window and
+        its figures (``system_tps`` over its issue-time span, ``tps_per_user
+        = 1000 / tpot_p90_ms``, TTFT/TPOT p50 and p90 in ms) when there is
+        one.  The top-level figures stay whole-run: the checker's
+        consistency rules read them against ``duration_ns`` (spec §1.4)."""
+        block = self.to_point_yaml()
+        block.pop("anomaly", None)
+        block.update(
+            basis="steady_state" if self.is_official else "total",
+            reason=self.reason,
+            n_super_passes=int(self.n_super_passes),
+            super_pass_size=int(self.super_pass_size),
+        )
+        f = self.figures
+        if f is not None:
+
+            def ms(d: Distribution | None, p: float) -> float | None:
+                return None if d is None else float(d.percentile(p)) / 1e6
+
+            block["figures"] = {
+                "system_tps": f.system_tps,
+                "tps_per_user": f.tps_per_user,
+                "ttft_p50_ms": ms(f.ttft, 50),
+                "ttft_p90_ms": ms(f.ttft, 90),
+                "tpot_p50_ms": ms(f.tpot, 50),
+                "tpot_p90_ms": ms(f.tpot, 90),
+                "n_issued": int(f.n_issued),
+                "n_completed": int(f.n_completed),
+                "duration_s": float(f.duration_s),
+                "osl_total": int(f.osl_total),
+                "tokens_complete": bool(f.tokens_complete),
+            }
+        return block
+
 
 def default_min_duration_s(concurrency: int) -> float:
     """Spec §2.4: the window's issue-time span must reach 600 s at concurrency

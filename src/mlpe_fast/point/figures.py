@@ -28,7 +28,7 @@ from ..engine.replicas import endpoint_shares
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
 from ..metrics.stats import PointStats, point_stats
-from ..metrics.steady_state import PointQueries, detect_steady_state
+from ..metrics.steady_state import PointQueries, SteadyState, detect_steady_state
 from ..metrics.tokens import TokenCounts
 from ..metrics.usage_check import usage_cross_check
 from ..report.table import render
@@ -106,6 +106,9 @@ def point_figures(
         timestamp_ns=now_ns,
         streaming=config.stream,
     )
+    steady = None  # spec §1.4: fixed-concurrency points only
+    if dataset_size is not None and config.load_pattern == "concurrency" and records:
+        steady = steady_state(records, stats, counts, dataset_size, config.concurrency)
     tracked = measured.tracked
     agentic = {} if tracked is None else agentic_summary_fields(records, counts, tracked)
     shares = endpoint_shares(kept, endpoints)
@@ -117,12 +120,11 @@ def point_figures(
         ),
         version=__version__,
         git_sha=None,
-        extra={**agentic, **_own_keys(records, counts, stats, audit, shares, answers)},
+        extra={**agentic, **_own_keys(records, counts, stats, audit, shares, answers, steady)},
     )
-    table, report = _texts(config, len(endpoints) > 1, stats, audit, answers, summary, entries)
-    steady = None
-    if dataset_size is not None and config.load_pattern == "concurrency" and records:
-        steady = steady_state(records, stats, counts, dataset_size, config.concurrency)
+    table, report = _texts(
+        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady
+    )
     return PointFigures(
         state=state,
         failure=failure,
@@ -134,7 +136,9 @@ def point_figures(
         summary=summary,
         table=table,
         report=report,
-        steady_state=steady,
+        steady_state=None
+        if steady is None
+        else {"point_yaml": steady.to_point_yaml(), "reason": steady.reason},
     )
 
 
@@ -155,6 +159,7 @@ def _texts(
     answers: AnswerChecks,
     summary: Mapping[str, Any],
     entries: Sequence[dict[str, Any]],
+    steady: SteadyState | None,
 ) -> tuple[str, str]:
     """The terminal table and ``report.txt``; an accuracy run's are its
     accuracy lines alone.  ``replicas``: several endpoints, whose shares
@@ -168,7 +173,38 @@ def _texts(
     shares = summary["mlpe_fast"]["endpoints"] if replicas else ()
     table = render(stats, audit.as_rows(), title=title(config), warnings=warnings, endpoints=shares)
     report = report_text(summary, title=title(config)) + warnings_text(warnings)
-    return table + accuracy, report + accuracy
+    window = "" if steady is None else steady_state_lines(steady)
+    return table + window + accuracy, report + window + accuracy
+
+
+def steady_state_lines(steady: SteadyState) -> str:
+    """The steady-state window in the table and ``report.txt`` (spec
+    §1.4): which figures are the point's result, and the window's own."""
+    passes = f"{steady.n_super_passes} super-passes of {steady.super_pass_size:,} queries"
+    if not steady.is_official:
+        return (
+            f"\nsteady state: {steady.status} ({steady.verdict}; {steady.reason}; {passes}):"
+            " the whole-run figures above are the result\n"
+        )
+    window, f = steady.window, steady.figures
+    assert window is not None and f is not None  # windowable: a window and its figures
+    lines = [
+        "",
+        f"steady state: windowable ({steady.verdict}): the window's figures are the result",
+        f"  super-passes {window.super_pass_start + 1}-{window.super_pass_end + 1} of "
+        f"{steady.n_super_passes} ({steady.super_pass_size:,} queries each), issue span "
+        f"{window.duration_s:,.1f} s, {f.n_completed:,} completed",
+    ]
+    figures = []
+    if f.system_tps is not None:
+        figures.append(f"system {f.system_tps:,.1f} tok/s")
+    if f.tps_per_user is not None and f.tpot is not None:
+        figures.append(f"per user {f.tps_per_user:,.2f} tok/s (TPOT p90 {f.tpot.p90 / 1e6:.2f} ms)")
+    if f.ttft is not None:
+        figures.append(f"TTFT p90 {f.ttft.percentile(90) / 1e6:,.2f} ms")
+    if figures:
+        lines.append("  " + ", ".join(figures))
+    return "\n".join(lines) + "\n"
 
 
 def _audit(measured: Measured, client: ClientTotals) -> Audit:
@@ -196,10 +232,11 @@ def steady_state(
     counts: TokenCounts,
     dataset_size: int,
     concurrency: int,
-) -> dict[str, Any]:
+) -> SteadyState:
     """The point's steady-state analysis (spec §1.4), for ``steady_state.json``
-    and the ``point.yaml`` block of a submission: its queries in issue
-    order, with the TTFT and TPOT samples the metrics use."""
+    (the ``point.yaml`` block of a submission), the summary and the report:
+    its queries in issue order, with the TTFT and TPOT samples the metrics
+    use."""
     per_record_tpot = stats.raw.tpot_per_record
     order = sorted(range(len(records)), key=lambda i: records[i].t_issue)
     t_issue, t_done, ttft, tpot, osl = [], [], [], [], []
@@ -214,8 +251,7 @@ def steady_state(
         tpot.append(float(per_record_tpot[i]))  # NaN: no TPOT sample
         osl.append(int(counts.osl[i]) if ok and counts.osl[i] >= 0 else None)
     queries = PointQueries.from_columns(t_issue, t_done, ttft, tpot, osl)
-    result = detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
-    return {"point_yaml": result.to_point_yaml(), "reason": result.reason}
+    return detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
 
 
 def accuracy_lines(
@@ -303,10 +339,13 @@ def _own_keys(
     audit: Audit,
     shares: list[dict[str, Any]],
     answers: AnswerChecks,
+    steady: SteadyState | None,
 ) -> dict[str, Any]:
     """mlpe-fast's own summary keys, after the reference's; ``shares``:
     each endpoint's part of the measured requests (the same ones as the
-    request counts: an agentic window's turns)."""
+    request counts: an agentic window's turns); ``steady_state``: the
+    window's headline (:meth:`~..metrics.steady_state.SteadyState.headline`;
+    None for points it does not apply to)."""
     return {
         "usage_cross_check": usage_cross_check(records, counts),
         "mlpe_fast": {
@@ -320,6 +359,7 @@ def _own_keys(
             "self_audit": msgspec.to_builtins(audit),
             "endpoints": shares,
             "answers": answers.as_dict(),
+            "steady_state": None if steady is None else steady.headline(),
         },
     }
 

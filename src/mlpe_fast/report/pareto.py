@@ -111,7 +111,9 @@ class CurvePoint(msgspec.Struct, frozen=True):
     for the ``C_max`` point labelled Offline, ``"dedicated"`` for the run
     that issues the whole dataset at once (spec §2.1).  Metric values are
     ``None`` when the point has none (no TPOT without streaming, say);
-    ``e2e_avg_interactivity`` is an agentic benchmark's alone.
+    ``e2e_avg_interactivity`` is an agentic benchmark's alone.  ``basis``
+    says which figures they are (spec §1.4): the steady-state window's, or
+    the whole run's.
     """
 
     concurrency: Annotated[int, msgspec.Meta(ge=1)]
@@ -123,6 +125,7 @@ class CurvePoint(msgspec.Struct, frozen=True):
     e2e_avg_interactivity: _NonNegative | None = None
     accuracy: bool = False
     folder: str = ""
+    basis: Literal["steady_state", "total"] = "total"
 
     @property
     def label(self) -> str:

@@ -262,19 +262,39 @@ def _done(point: SweepPoint) -> dict[str, Any] | None:
 
 
 def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
+    """A point's row of the curve: its official figures (spec §1.4: the
+    steady-state window's where it is ``windowable``, ``basis:
+    "steady_state"``, else the whole run's, ``basis: "total"``)."""
     ttft = summary.get("ttft", {}).get("percentiles", {}).get("90.0")
+    figures = {
+        "system_tps": summary.get("system_tps"),
+        "tps_per_user": summary.get("tps_per_user"),
+        "ttft_p90_ms": None if ttft is None else ttft / 1e6,
+    }
+    window = _official_window(summary)
     return {
         "concurrency": point.concurrency,
         "region": point.region,
         "offline": point.offline,
-        "system_tps": summary.get("system_tps"),
-        "tps_per_user": summary.get("tps_per_user"),
-        "ttft_p90_ms": None if ttft is None else ttft / 1e6,
+        **(figures if window is None else {k: window.get(k) for k in figures}),
+        "basis": "total" if window is None else "steady_state",
         "e2e_avg_interactivity": summary.get("e2e_avg_interactivity"),
         "accuracy": point.accuracy,
         "folder": point.folder,
         "answer_warnings": _answer_warnings(summary),
+        **({} if window is None else {"total": figures}),
     }
+
+
+def _official_window(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The steady-state window's figures when they are the point's result
+    (``mlpe_fast.steady_state``, ``point/figures.py``), else None."""
+    own = summary.get("mlpe_fast")
+    steady = own.get("steady_state") if isinstance(own, dict) else None
+    if not isinstance(steady, dict) or steady.get("basis") != "steady_state":
+        return None
+    figures = steady.get("figures")
+    return figures if isinstance(figures, dict) else None
 
 
 def _answer_warnings(summary: dict[str, Any]) -> list[str]:
@@ -306,6 +326,8 @@ def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
             notes.append(f"Offline ({row['offline']})")
         if row["accuracy"]:
             notes.append("accuracy")
+        if row.get("basis") == "steady_state":
+            notes.append("steady-state window")
         if row.get("answer_warnings"):
             notes.append(f"WARNING: suspect answers ({Path(row['folder']).name}/report.txt)")
         lines.append(
