@@ -5,7 +5,10 @@ flags of ``python -m mlpe_fast.sim.server``): the same server, whose
 request handler first counts every ``POST`` to a completion route by
 (model, route, stream flag, protocol), then answers as usual.  ``GET
 /_tally`` returns the counts so far as JSON: a list of ``[model, route,
-stream, protocol, count]`` rows, ``protocol`` being "h1" or "h2".
+stream, protocol, count]`` rows, ``protocol`` being "h1" or "h2".  ``GET
+/_prompts`` returns what the prompts were, by model: ``[model, kind,
+count]`` rows, ``kind`` being "text", "token_ids" (a ``/v1/completions``
+prompt of integers) or "messages".
 
 A test gives each case its own ``--model`` name (the endpoint accepts any)
 and reads the counts of that name: what the server saw of that run alone,
@@ -25,6 +28,7 @@ import msgspec
 
 SCRIPT = str(Path(__file__).resolve())
 TALLY_PATH = "/_tally"
+PROMPTS_PATH = "/_prompts"
 COMPLETION_ROUTES = ("/v1/chat/completions", "/v1/completions")
 
 Key = tuple[str, str, bool, str]  # model, route, stream, protocol
@@ -35,12 +39,17 @@ def _install() -> None:
 
     original = _handling.handle_request
     tally: Counter[Key] = Counter()
+    kinds: Counter[tuple[str, str]] = Counter()
 
     def handle_request(
         state: Any, out: Any, method: str, path: str, body: bytes, **stamps: int
     ) -> None:
         if path == TALLY_PATH:
             rows = [[*key, n] for key, n in sorted(tally.items())]
+            _handling.reply(state, out, 200, json.dumps(rows).encode())
+            return
+        if path == PROMPTS_PATH:
+            rows = [[*key, n] for key, n in sorted(kinds.items())]
             _handling.reply(state, out, 200, json.dumps(rows).encode())
             return
         if method == "POST" and path in COMPLETION_ROUTES:
@@ -53,11 +62,26 @@ def _install() -> None:
                 tally[
                     (model, path, doc.get("stream") is True, "h1" if out.wire is not None else "h2")
                 ] += 1
+                kinds[(model, _prompt_kind(doc))] += 1
         original(state, out, method, path, body, **stamps)
 
     # Both protocols' modules imported the handler by name.
     for module in (_protocol, _h2):
         setattr(module, "handle_request", handle_request)  # noqa: B010
+
+
+def _prompt_kind(doc: dict[str, Any]) -> str:
+    prompt = doc.get("prompt")
+    if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
+        return "token_ids"
+    return "messages" if "messages" in doc else "text"
+
+
+def read_prompt_kinds(url: str, model: str) -> Counter[str]:
+    """How many prompts of each kind the server at ``url`` saw from ``model``."""
+    with urllib.request.urlopen(url + PROMPTS_PATH, timeout=10) as response:
+        rows = json.loads(response.read())
+    return Counter({kind: n for m, kind, n in rows if m == model})
 
 
 def read_tally(url: str, model: str | None = None) -> Counter[Key]:

@@ -536,7 +536,8 @@ def test_yaml_file_errors(
         ),
         (
             {"datasets": [{"path": "a.jsonl", "parser": {"answer": "x"}}]},
-            "datasets[0].parser: unknown parser target 'answer' (valid: prompt, system)",
+            "datasets[0].parser: unknown parser target 'answer' "
+            "(valid: prompt, system, input_tokens)",
         ),
         (
             {"datasets": [{"path": "a.jsonl", "agentic_inference": {"turn_timeout_s": 5}}]},

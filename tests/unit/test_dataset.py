@@ -91,7 +91,7 @@ def test_parse_prefixes_and_drive_letters() -> None:
         (
             "d.jsonl,split=train",
             "--dataset 'd.jsonl,split=train': unknown option 'split' "
-            "(valid: name, format, samples, parser.prompt, parser.system, "
+            "(valid: name, format, samples, parser.prompt, parser.system, parser.input_tokens, "
             "accuracy_config.eval_method, accuracy_config.ground_truth, "
             "accuracy_config.extractor, accuracy_config.num_repeats)",
         ),
@@ -108,7 +108,7 @@ def test_parse_prefixes_and_drive_letters() -> None:
         (
             "d.jsonl,parser.answer=x",
             "--dataset 'd.jsonl,parser.answer=x': unknown parser target 'answer' "
-            "(valid: prompt, system)",
+            "(valid: prompt, system, input_tokens)",
         ),
         (
             "d.jsonl,format=xml",

@@ -108,6 +108,8 @@ def config_to_yaml_dict(
             parser["prompt"] = spec.prompt_column
         if spec.system_column is not None:
             parser["system"] = spec.system_column
+        if spec.input_tokens_column is not None:
+            parser["input_tokens"] = spec.input_tokens_column
         if parser:
             entry["parser"] = parser
         if spec.type == "accuracy" and spec.accuracy is not None:
@@ -122,6 +124,8 @@ def config_to_yaml_dict(
             agentic = msgspec.to_builtins(spec.agentic)
             agentic["routing_headers"] = list(spec.agentic.routing_headers)
             entry["agentic_inference"] = agentic
+        if spec.generation_override is not None:
+            entry["generation_config_override"] = spec.generation_override.as_dict()
         datasets.append(entry)
 
     runtime: dict[str, Any] = {

@@ -1,11 +1,12 @@
 """The datasets setting: ``--dataset SPEC`` strings (``load/dataset.py``
 parses them) or the YAML file's ``datasets:`` entries, read here with the
 reference's keys (``name, type, path, format, samples, parser.prompt,
-parser.system, accuracy_config, agentic_inference``)."""
+parser.system, parser.input_tokens, accuracy_config, agentic_inference,
+generation_config_override``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import UsageError
@@ -14,10 +15,22 @@ from ..load.dataset import (
     DATASET_FORMATS,
     AccuracyConfig,
     DatasetSpec,
+    GenerationOverride,
     accuracy_config,
     parse_dataset_arg,
 )
-from .coerce import boolean, choice, kind_of, positive_integer, positive_number, short
+from .coerce import (
+    any_integer,
+    boolean,
+    choice,
+    kind_of,
+    mapping,
+    number,
+    positive_integer,
+    positive_number,
+    seed,
+    short,
+)
 from .given import Given
 
 __all__ = ("dataset_from_yaml", "datasets")
@@ -31,13 +44,32 @@ _DATASET_KEYS = (
     "parser",
     "accuracy_config",
     "agentic_inference",
+    "generation_config_override",
 )
 # Keys of the reference's entries that configure its own machinery.
 _DATASET_IGNORED = ("eval_method",)
 _DATASET_UNSUPPORTED = {
     "generate_params": "predefined dataset generation",
-    "generation_config_override": "per-dataset generation overrides",
 }
+_PARSER_TARGETS = ("prompt", "system", "input_tokens")
+
+# generation_config_override keys (the reference's ModelParams fields) and
+# how each is read; the reference refuses its per-run identity keys here
+# (config/schema.py, _METRICS_DECOUPLED_OVERRIDE_KEYS): one tokenizer and one
+# streaming mode serve the whole run's counts.
+_OVERRIDE_KEYS: dict[str, Callable[[Given], Any]] = {
+    "max_new_tokens": positive_integer,
+    "temperature": number,
+    "seed": seed,
+    "top_k": any_integer,
+    "top_p": number,
+    "repetition_penalty": number,
+    "presence_penalty": number,
+    "frequency_penalty": number,
+    "chat_template_kwargs": mapping,
+}
+_OVERRIDE_PER_RUN = ("name", "streaming", "tokenizer_name")
+_OVERRIDE_UNSUPPORTED = ("min_new_tokens", "skip_special_tokens", "osl_distribution")
 # A format is named as in --dataset (jsonl) or as a suffix (.jsonl, the reference's).
 _FORMATS: dict[str, str] = {
     **{f: f for f in DATASET_FORMATS},
@@ -86,6 +118,9 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         samples = positive_integer(Given(samples, f"{where}.samples"))
     accuracy = _accuracy(entry.get("accuracy_config"), dtype, f"{where}.accuracy_config")
     agentic = _agentic(entry.get("agentic_inference"), dtype, f"{where}.agentic_inference")
+    override = generation_override(
+        entry.get("generation_config_override"), f"{where}.generation_config_override"
+    )
     return DatasetSpec(
         path=path.strip(),
         type="accuracy" if dtype == "accuracy" else "performance",
@@ -94,9 +129,41 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         samples=samples,
         prompt_column=parser.get("prompt"),
         system_column=parser.get("system"),
+        input_tokens_column=parser.get("input_tokens"),
         accuracy=accuracy,
         agentic=agentic,
+        generation_override=override,
     )
+
+
+def generation_override(block: Any, where: str) -> GenerationOverride | None:
+    """A ``generation_config_override:`` block: the reference's key names,
+    each checked as its run-wide setting is.
+
+    Raises:
+        UsageError: not a mapping, an unknown key, a per-run key (with
+            where it belongs), or a value of the wrong kind.
+    """
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise UsageError(f"{where}: expected a mapping, got {kind_of(block)}")
+    values: dict[str, Any] = {}
+    for key, value in block.items():
+        if key in _OVERRIDE_PER_RUN:
+            raise UsageError(
+                f"{where}.{key}: is one setting of the whole run (its token counts), "
+                f"not per dataset; set model_params.{key}"
+            )
+        if key in _OVERRIDE_UNSUPPORTED:
+            raise UsageError(f"{where}.{key}: is not supported by mlpe-fast")
+        if key not in _OVERRIDE_KEYS:
+            raise UsageError(
+                f"unknown key {f'{where}.{key}'!r} (valid: {', '.join(_OVERRIDE_KEYS)})"
+            )
+        if value is not None:
+            values[key] = _OVERRIDE_KEYS[key](Given(value, f"{where}.{key}"))
+    return GenerationOverride(**values) if values else None
 
 
 def _accuracy(block: Any, dtype: str, where: str) -> AccuracyConfig | None:
@@ -130,12 +197,15 @@ def _check_keys(entry: Mapping[str, Any], where: str) -> None:
 
 
 def _parser(parser: Any, where: str) -> dict[str, str]:
-    """The ``parser:`` block: which column is the prompt, which the system prompt."""
+    """The ``parser:`` block: which column is the prompt, which the system
+    prompt, which the token ids."""
     if not isinstance(parser, dict):
         raise UsageError(f"{where}: expected a mapping, got {kind_of(parser)}")
     for key, value in parser.items():
-        if key not in ("prompt", "system"):
-            raise UsageError(f"{where}: unknown parser target {key!r} (valid: prompt, system)")
+        if key not in _PARSER_TARGETS:
+            raise UsageError(
+                f"{where}: unknown parser target {key!r} (valid: {', '.join(_PARSER_TARGETS)})"
+            )
         if not isinstance(value, str) or not value:
             raise UsageError(f"{where}.{key}: expected a column name, got {value!r}")
     return parser

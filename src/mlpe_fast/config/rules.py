@@ -52,6 +52,7 @@ __all__ = (
     "pattern_flags_in_use",
     "poisson_needs_a_rate",
     "route_matches_api_type",
+    "token_datasets",
     "unique_dataset_names",
     "warmup_from_yaml",
 )
@@ -409,6 +410,40 @@ def agentic_offline(given: GivenSettings, values: Values) -> Values:
     return {"offline": "none"}
 
 
+def token_datasets(given: GivenSettings, values: Values) -> Values:
+    """A pre-tokenized dataset (``parser.input_tokens``) is sent as
+    ``prompt: [id, ...]`` to ``/v1/completions``: the chat route has no
+    field for token ids.  Its queries are not salted: the salt is text, and
+    the reference refuses to salt ``input_tokens`` samples ("salt cannot bust
+    a pre-tokenized cache", ``dataset_manager/dataset.py``
+    ``_check_unsaltable``; warmup salt on them is a hard error in its
+    ``config/schema.py``).  Spec §2.5 wants a token client's salt in the
+    token stream; neither client re-tokenizes prompts, so the run must say
+    ``--no-salt`` (and ``--no-warmup-salt`` with a warmup) to go unsalted."""
+    tokens = [d for d in values["datasets"] if d.pre_tokenized]
+    if not tokens:
+        return _NONE
+    where = "--dataset" if "datasets" in given.by_flag else "datasets"
+    named = f"{where} {tokens[0].display_name}"
+    if values["api_type"] != "openai-completions":
+        raise UsageError(
+            f"{named}: token ids (parser.input_tokens) cannot be sent to /v1/chat/completions; "
+            "add --api-type openai_completions (YAML endpoint_config.api_type)"
+        )
+    measured = [d for d in tokens if d.type == "performance"]
+    if measured and values["mode"] != "acc" and values["salt"]:
+        raise UsageError(
+            f"{named}: token ids (parser.input_tokens) cannot be salted (the salt is text; "
+            "the reference refuses it too); add --no-salt (YAML mlpe_fast.salt: false)"
+        )
+    if measured and values["warmup_requests"] and values["warmup_salt"]:
+        raise UsageError(
+            f"{named}: token ids (parser.input_tokens) cannot be salted for the warmup "
+            "(the reference refuses it too); add --no-warmup-salt (YAML settings.warmup.salt)"
+        )
+    return _NONE
+
+
 def default_name(given: GivenSettings, values: Values) -> Values:
     """Without a name, the benchmark is named as the reference derives it."""
     if values["name"]:
@@ -441,6 +476,7 @@ RULES: tuple[Rule, ...] = (
     durations_in_order,
     warmup_from_yaml,
     derived_seeds,
+    token_datasets,
     agentic_datasets,
     agentic_run_limits,
     agentic_requests,

@@ -9,7 +9,8 @@ Command-line syntax, as the reference client's ``--dataset``
 (``mlcommons/endpoints:src/inference_endpoint/config/utils.py``,
 ``parse_dataset_string``)::
 
-    [perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL][,format=F][,samples=N][,name=NAME]
+    [perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL][,parser.input_tokens=COL]
+        [,format=F][,samples=N][,name=NAME]
         [,accuracy_config.ground_truth=COL][,accuracy_config.eval_method=M]
         [,accuracy_config.extractor=E][,accuracy_config.num_repeats=N]
 
@@ -30,6 +31,15 @@ Column mapping follows the reference's ``DataLoaderFactory`` and
 
 The system prompt comes from ``parser.system=COL``, else a ``system_prompt``
 or ``system`` column when present.
+
+``parser.input_tokens=COL`` makes the dataset pre-tokenized: each sample is
+the token ids of that column (the reference's ``input_tokens``, sent as
+``prompt: [id, ...]`` to ``/v1/completions``, bypassing the server's chat
+template: gpt-oss-120b's ``perf_eval_ref.parquet`` and DeepSeek-R1's MLPerf
+set, whose source column is ``tok_input``).  The other prompt columns are
+then not read.  The column holds a list of non-negative integers per row: a
+Parquet ``list<int>``, a JSON array in JSONL/JSON, a JSON array string in
+CSV; an empty list is refused (a query of nothing measures nothing).
 
 An accuracy dataset (``acc:``) names its ground-truth column and how it is
 scored (the reference's ``accuracy_config``, ``config/schema.py``
@@ -63,6 +73,7 @@ __all__ = (
     "AccuracyConfig",
     "Dataset",
     "DatasetSpec",
+    "GenerationOverride",
     "Sample",
     "load_dataset",
     "parse_dataset_arg",
@@ -76,7 +87,7 @@ DATASET_FORMATS: tuple[DatasetFormat, ...] = ("jsonl", "json", "csv", "parquet")
 # The reference's fuzzy prompt columns, in its order (MakeAdapterCompatible).
 _PROMPT_CANDIDATES = ("user_prompt", "question", "input", "input_text", "problem", "query")
 _SYSTEM_CANDIDATES = ("system_prompt", "system")
-_PARSER_TARGETS = ("prompt", "system")
+_PARSER_TARGETS = ("prompt", "system", "input_tokens")
 _ACCURACY_KEYS = ("eval_method", "ground_truth", "extractor", "num_repeats")
 
 #: The column naming each sample's subset in an ensemble accuracy set.
@@ -87,6 +98,7 @@ _OPTION_KEYS = (
     "samples",
     "parser.prompt",
     "parser.system",
+    "parser.input_tokens",
     *(f"accuracy_config.{k}" for k in _ACCURACY_KEYS),
 )
 
@@ -114,6 +126,32 @@ class AccuracyConfig(msgspec.Struct, frozen=True, kw_only=True):
     extras: dict[str, Any] | None = None
 
 
+class GenerationOverride(msgspec.Struct, frozen=True, kw_only=True):
+    """A dataset's own generation settings (the reference's per-dataset
+    ``generation_config_override``, ``config/schema.py`` ``Dataset``, with
+    its key names: ``max_new_tokens`` is the output cap).  None: the run's
+    value.  gpt-oss-120b caps performance at 10,240 output tokens and
+    accuracy at 32,768 in one run this way."""
+
+    max_new_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    repetition_penalty: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings it overrides, by key."""
+        return {
+            name: getattr(self, name)
+            for name in self.__struct_fields__
+            if getattr(self, name) is not None
+        }
+
+
 class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     """One dataset as configured (``--dataset`` or a YAML ``datasets[]`` entry).
 
@@ -126,9 +164,14 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
         samples: keep only the first N rows.
         prompt_column: ``parser.prompt``.
         system_column: ``parser.system``.
+        input_tokens_column: ``parser.input_tokens``: the samples are
+            token ids (module docstring).
         accuracy: how an accuracy dataset is scored (None: defaults).
         agentic: the ``agentic_inference`` block of an agentic performance
             dataset (``load/agentic.py``); None for a dataset of prompts.
+        generation_override: the YAML entry's
+            ``generation_config_override``: generation settings of this
+            dataset's requests that differ from the run's; None: the run's.
     """
 
     path: str
@@ -138,8 +181,15 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     samples: int | None = None
     prompt_column: str | None = None
     system_column: str | None = None
+    input_tokens_column: str | None = None
     accuracy: AccuracyConfig | None = None
     agentic: AgenticSettings | None = None
+    generation_override: GenerationOverride | None = None
+
+    @property
+    def pre_tokenized(self) -> bool:
+        """Whether the samples are token ids (``parser.input_tokens``)."""
+        return self.input_tokens_column is not None
 
     @property
     def display_name(self) -> str:
@@ -148,14 +198,16 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Sample(msgspec.Struct, frozen=True, gc=False):
-    """One prompt: text (``prompt``, optional ``system``) or chat ``messages``.
+    """One prompt: text (``prompt``, optional ``system``), chat ``messages``
+    or ``token_ids`` (a pre-tokenized prompt).
 
-    Exactly one of ``prompt`` and ``messages`` is set.
+    Exactly one of ``prompt``, ``messages`` and ``token_ids`` is set.
     """
 
     prompt: str | None = None
     system: str | None = None
     messages: tuple[dict[str, Any], ...] | None = None
+    token_ids: tuple[int, ...] | None = None
 
 
 class Dataset(msgspec.Struct, frozen=True, gc=False):
@@ -227,6 +279,7 @@ def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
         samples=_samples_value(options["samples"], origin) if "samples" in options else None,
         prompt_column=options.get("parser.prompt") or None,
         system_column=options.get("parser.system") or None,
+        input_tokens_column=options.get("parser.input_tokens") or None,
         accuracy=accuracy,
     )
 
@@ -457,6 +510,8 @@ def _map_columns(
 ) -> tuple[Sample, ...]:
     path = spec.path
     available = ", ".join(columns)
+    if spec.input_tokens_column is not None:
+        return _token_samples(spec, columns, rows)
     prompt_col: str | None = None
     messages_col: str | None = None
     if spec.prompt_column is not None:
@@ -510,6 +565,51 @@ def _map_columns(
         system = None if system_col is None else _text(where, row, system_col, optional=True)
         samples.append(Sample(prompt=prompt, system=system))
     return tuple(samples)
+
+
+def _token_samples(
+    spec: DatasetSpec, columns: Sequence[str], rows: Sequence[tuple[str, Mapping[str, Any]]]
+) -> tuple[Sample, ...]:
+    column = spec.input_tokens_column
+    assert column is not None
+    if column not in columns:
+        raise UsageError(
+            f"dataset {spec.path}: column {column!r} (parser.input_tokens) not found; "
+            f"available columns: {', '.join(columns)}"
+        )
+    from_text = (spec.format or _format_from_suffix(Path(spec.path))) == "csv"
+    return tuple(Sample(token_ids=_token_ids(where, row, column, from_text)) for where, row in rows)
+
+
+def _token_ids(where: str, row: Mapping[str, Any], column: str, from_text: bool) -> tuple[int, ...]:
+    """One row's token ids; a CSV cell holds them as a JSON array string."""
+    if column not in row:
+        raise UsageError(f"{where}: missing column {column!r}")
+    value = row[column]
+    if from_text and isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            raise UsageError(
+                f"{where}: column {column!r} (parser.input_tokens) is not a JSON array "
+                f"of token ids: {_one_line(value)[:40]!r}"
+            ) from None
+    # Parquet list<int> reaches here as a list; numpy-backed readers could give
+    # a tuple, accepted alike.
+    if not isinstance(value, list | tuple):
+        raise UsageError(
+            f"{where}: column {column!r} (parser.input_tokens) is {_json_kind(value)}, "
+            "not a list of token ids"
+        )
+    if not value:
+        raise UsageError(f"{where}: column {column!r} (parser.input_tokens) is an empty list")
+    for i, token in enumerate(value):
+        if type(token) is not int or token < 0:
+            raise UsageError(
+                f"{where}: column {column!r} (parser.input_tokens) item {i} is "
+                f"{token!r}, not a non-negative integer token id"
+            )
+    return tuple(value)
 
 
 def _text(where: str, row: Mapping[str, Any], column: str, optional: bool = False) -> str | None:

@@ -29,9 +29,24 @@ and ``completions_adapter.py``):
 
 * completions (``api_type="openai-completions"``, ``POST /v1/completions``)::
 
-    {"model", "prompt", "stream", "stream_options"?, "max_tokens", sampling...}
+    {"model", "prompt", "stream", "stream_options"?, "max_tokens",
+     "skip_special_tokens"?, sampling...}
 
-  (the reference sends pre-tokenized ids here; mlpe-fast sends the text).
+  ``prompt`` is the sample's text, or its token ids (``[id, ...]``) for a
+  pre-tokenized dataset (``parser.input_tokens``), as the reference's
+  ``OpenAITextCompletionsAdapter`` sends them: the server applies no chat
+  template (gpt-oss-120b's Harmony format is in the ids already).  A token
+  body carries ``"skip_special_tokens": false`` (the reference's gpt-oss
+  setting): the output keeps its special tokens -- the Harmony channel
+  markers -- so the analysis channel is in the text and in the OSL count.
+  Token ids are never salted: the reference refuses to salt an
+  ``input_tokens`` sample (``dataset_manager/dataset.py``,
+  ``_check_unsaltable``) and the run's configuration refuses it first
+  (``config/rules.py``, ``token_datasets``).
+
+A dataset's ``generation_config_override`` (``load/dataset.py``
+:class:`~mlpe_fast.load.dataset.GenerationOverride`) replaces the run's
+output cap and sampling settings in that dataset's bodies.
 
 ``stream_options: {"include_usage": true}`` goes with every streamed
 request, so the server's token counts can cross-check ours (the reference
@@ -65,6 +80,7 @@ __all__ = (
     "IssuedRequest",
     "Prompt",
     "RequestFeed",
+    "TokenPrompt",
     "build_body_templates",
     "default_route",
     "prompt_of",
@@ -77,10 +93,19 @@ __all__ = (
 CHAT_ROUTE = "/v1/chat/completions"
 COMPLETIONS_ROUTE = "/v1/completions"
 
-Prompt = str | tuple[dict[str, Any], ...]
+
+class TokenPrompt(msgspec.Struct, frozen=True, gc=False):
+    """A pre-tokenized prompt as sent: the ISSUED line's ``token_ids``."""
+
+    token_ids: tuple[int, ...]
+
+
+Prompt = str | tuple[dict[str, Any], ...] | TokenPrompt
 """What a query asked, as the reference's ISSUED ``PromptData`` holds it: the
 (salted) user prompt text -- without the system prompt, as the reference --
-or the (salted) chat messages.  It is the input of the ISL count."""
+the (salted) chat messages, or the token ids of a pre-tokenized sample
+(their number is the ISL: no tokenizer pass).  It is the input of the ISL
+count."""
 
 Phase = Literal["performance", "accuracy", "warmup"]
 
@@ -160,8 +185,23 @@ def build_body_templates(
     unknown = sorted(set(extra) - set(_SAMPLING_ORDER) - {"temperature"})
     if unknown:
         raise ValueError(f"unknown sampling parameters: {', '.join(unknown)}")
+    if dataset.spec.pre_tokenized:
+        _check_token_route(dataset, api_type=api_type, salt=salt)
     templates: list[BodyTemplate] = []
     for index, sample in enumerate(dataset.samples):
+        if sample.token_ids is not None:
+            templates.append(
+                BodyTemplate(
+                    head=_token_body(
+                        sample.token_ids,
+                        model=model,
+                        stream=stream,
+                        max_output_tokens=max_output_tokens,
+                        extra=extra,
+                    )
+                )
+            )
+            continue
         if api_type == "openai":
             doc, salted = _chat_doc(
                 sample,
@@ -196,17 +236,77 @@ def build_body_templates(
 
 def templates_for(dataset: Dataset, config: RunConfig, *, salt: bool) -> tuple[BodyTemplate, ...]:
     """Every sample's body as ``config`` asks for it (model, API type,
-    streaming, output cap, sampling), split for the salt when ``salt``."""
+    streaming, output cap, sampling) with the dataset's
+    ``generation_config_override`` on top, split for the salt when ``salt``."""
+    max_output_tokens, sampling = generation_of(dataset, config)
     return build_body_templates(
         dataset,
         model=config.model,
         api_type=config.api_type,
         stream=config.stream,
-        max_output_tokens=config.max_output_tokens,
-        sampling=config.generation.as_dict(),
+        max_output_tokens=max_output_tokens,
+        sampling=sampling,
         salt=salt,
         send_max_tokens=config.send_max_tokens,
     )
+
+
+def generation_of(dataset: Dataset, config: RunConfig) -> tuple[int, dict[str, Any]]:
+    """The output cap and sampling settings of ``dataset``'s requests: the
+    run's, with the dataset's override on top (``chat_template_kwargs``
+    merged key by key, as the reference deep-merges nested settings)."""
+    sampling = config.generation.as_dict()
+    override = dataset.spec.generation_override
+    if override is None:
+        return config.max_output_tokens, sampling
+    changes = override.as_dict()
+    max_output_tokens = changes.pop("max_new_tokens", config.max_output_tokens)
+    kwargs = changes.pop("chat_template_kwargs", None)
+    sampling.update(changes)
+    if kwargs is not None:
+        sampling["chat_template_kwargs"] = {
+            **(sampling.get("chat_template_kwargs") or {}),
+            **kwargs,
+        }
+    return max_output_tokens, sampling
+
+
+def _check_token_route(dataset: Dataset, *, api_type: str, salt: bool) -> None:
+    """Token ids go to /v1/completions, unsalted (module docstring).  The
+    run's configuration refuses both before any load (``config/rules.py``);
+    this guards the callers that build bodies themselves."""
+    path = dataset.spec.path
+    if api_type != "openai-completions":
+        raise UsageError(
+            f"dataset {path}: token ids (parser.input_tokens) are sent to /v1/completions "
+            "only; add --api-type openai_completions"
+        )
+    if salt:
+        raise UsageError(
+            f"dataset {path}: token ids (parser.input_tokens) cannot be salted "
+            "(the salt is text); use --no-salt"
+        )
+
+
+def _token_body(
+    token_ids: tuple[int, ...],
+    *,
+    model: str,
+    stream: bool,
+    max_output_tokens: int,
+    extra: Mapping[str, Any],
+) -> bytes:
+    doc: dict[str, Any] = {"model": model, "prompt": token_ids, "stream": stream}
+    if stream:
+        doc["stream_options"] = {"include_usage": True}
+    doc["max_tokens"] = max_output_tokens
+    doc["skip_special_tokens"] = False
+    if "temperature" in extra:
+        doc["temperature"] = extra["temperature"]
+    for key in _SAMPLING_ORDER:
+        if key in extra and key != "chat_template_kwargs":
+            doc[key] = extra[key]
+    return msgspec.json.encode(doc)
 
 
 def _chat_doc(
@@ -440,6 +540,8 @@ def salted_body(template: BodyTemplate, hex_salt: bytes | None) -> bytes:
 def prompt_of(sample: Sample, salt_text: str | None) -> Prompt:
     """What a query of ``sample`` asked (the ISSUED prompt, the ISL's input),
     salted with ``salt_text`` unless None."""
+    if sample.token_ids is not None:
+        return TokenPrompt(sample.token_ids)  # never salted (module docstring)
     if salt_text is None:
         return sample.prompt if sample.prompt is not None else _messages(sample)
     if sample.prompt is not None:

@@ -29,7 +29,7 @@ from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..errors import SetupError
 from ..load.dataset import Dataset
-from ..load.requests import Prompt, RequestFeed
+from ..load.requests import Prompt, RequestFeed, TokenPrompt
 from ..load.scheduler import Phase, run_phase
 from ..metrics.tokens import TokenCounter, count_job
 from ..report.progress import Progress
@@ -301,8 +301,11 @@ def prompt_data(prompt: Prompt, system: str | None, chat: bool) -> PromptData:
     A chat request sends messages (the system prompt, then the salted user
     prompt): those are recorded and rendered with the chat template for the
     ISL (spec §1.2: the input "as sent", template and salt included).  The
-    completions API sends the prompt text itself.
+    completions API sends the prompt text itself, or token ids (recorded
+    as ``token_ids``, counted as themselves).
     """
+    if isinstance(prompt, TokenPrompt):
+        return PromptData(token_ids=prompt.token_ids)
     if isinstance(prompt, str):
         if not chat:
             return PromptData(text=prompt)
