@@ -118,3 +118,34 @@ def test_a_bad_row_is_one_line_and_status_2(
         "not a non-negative integer token id"
     ]
     assert read_tally(endpoint, "bad-row") == Counter()
+
+
+def test_answers_are_checked_against_their_dataset_s_own_output_cap(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # generation_config_override.max_new_tokens raises the performance cap
+    # above the run's: answers of that length are what was asked, not
+    # "longer than asked" (which would say WARNING and exit 6)
+    yaml_path = tmp_path / "run.yaml"
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": "x" * n}) + "\n" for n in (5, 7, 9)))
+    yaml_path.write_text(
+        json.dumps(
+            {
+                "model_params": {"name": "cap", "max_new_tokens": 4},
+                "endpoint_config": {"endpoints": [endpoint]},
+                "datasets": [
+                    {
+                        "name": "perf",
+                        "path": str(data),
+                        "generation_config_override": {"max_new_tokens": 12},
+                    }
+                ],
+            }
+        )
+    )
+    flags = ("--tokenizer", DEMO_TOKENIZER, "--num-samples", "6", "--concurrency", "2")
+    status = main(["run", "--no-progress", "-c", str(yaml_path), *flags])
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert "WARNING" not in out.out

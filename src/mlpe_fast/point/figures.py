@@ -95,7 +95,7 @@ def point_figures(
     answers = check_answers(
         kept,
         kept_counts,
-        None if measured.tracked is not None else config.max_output_tokens,
+        None if measured.tracked is not None else asked_output_tokens(config),
         send_max_tokens=config.send_max_tokens,
     )
     snapshot = final_snapshot(
@@ -205,6 +205,18 @@ def steady_state_lines(steady: SteadyState) -> str:
     if figures:
         lines.append("  " + ", ".join(figures))
     return "\n".join(lines) + "\n"
+
+
+def asked_output_tokens(config: RunConfig) -> int:
+    """The output cap the performance phase's requests asked for: its
+    dataset's ``generation_config_override.max_new_tokens`` where it has
+    one (gpt-oss: 10,240 for performance beside 32,768 for accuracy), else
+    the run's ``--max-output-tokens``."""
+    datasets = config.performance_datasets
+    override = datasets[0].generation_override if datasets else None
+    if override is not None and override.max_new_tokens is not None:
+        return override.max_new_tokens
+    return config.max_output_tokens
 
 
 def _audit(measured: Measured, client: ClientTotals) -> Audit:
