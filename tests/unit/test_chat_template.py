@@ -936,3 +936,50 @@ def test_special_tokens_equal_transformers_special_tokens_map(
     ours = ChatTemplate.from_tokenizer_dir(directory)
     assert ours is not None
     assert ours.special_tokens == auto_tokenizer(directory).special_tokens_map
+
+
+# The field a template renders reasoning from (spec §1.2) ------------------------------
+
+THINKING_TEMPLATE = (
+    "{% for m in messages %}<|{{ m.role }}|>"
+    "{% if m.thinking %}<|analysis|>{{ m.thinking }}<|final|>{% endif %}"
+    "{{ m.content }}<|end|>{% endfor %}"
+)
+
+
+@pytest.mark.parametrize(
+    ("template", "field"),
+    [
+        (THINKING_TEMPLATE, "thinking"),  # gpt-oss: message.thinking
+        (THINKING_TEMPLATE.replace("m.thinking", "m['thinking']"), "thinking"),
+        (THINKING_TEMPLATE.replace("thinking", "reasoning_content"), "reasoning_content"),
+        # reads both (transformers >= 5.24 copies one into the other): the reference's first
+        (THINKING_TEMPLATE + "{{ messages[0].reasoning_content }}", "reasoning_content"),
+        ("{% for m in messages %}{{ m.content }}{% endfor %}", "reasoning_content"),
+    ],
+)
+def test_the_reasoning_goes_in_the_field_the_template_reads(template: str, field: str) -> None:
+    chat = ChatTemplate(template)
+    assert chat.reasoning_field == field
+    message = assistant_message("hi", "why", None, reasoning_field=chat.reasoning_field)
+    assert message[field] == "why"
+
+
+def test_a_template_that_reads_thinking_counts_the_reasoning() -> None:
+    # spec §1.2: the output as the template renders it; a gpt-oss template
+    # renders message.thinking, so the analysis channel is in the OSL
+    from mlpe_fast.metrics.count_inputs import MessageText
+    from mlpe_fast.metrics.tokens import CountJob, TokenCounter
+
+    counter = TokenCounter(
+        load_tokenizer(str(CHAR_CHAT)), template=ChatTemplate(THINKING_TEMPLATE), live=False
+    )
+    try:
+        counter.submit(CountJob(osl=MessageText("hi", "abc")))
+        counter.submit(CountJob(osl=MessageText("hi")))
+        counts = counter.finish()
+    finally:
+        counter.close()
+    # one token per character of the char tokenizer: the reasoning adds what
+    # the template renders of it
+    assert int(counts.osl[0]) - int(counts.osl[1]) == len("<|analysis|>abc<|final|>")

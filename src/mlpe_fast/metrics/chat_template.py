@@ -51,8 +51,12 @@ special tokens that a tokenizer *class* fills in by default when the files
 do not name them (and the ``pad_token`` a ``tokenizer.json`` padding
 section implies).  Transformers 5.24 and later also copy
 ``reasoning_content`` into ``thinking`` (for gpt-oss templates) and drop
-``None`` values from messages; the reference's pin (5.5.0) does neither,
-and neither does this module.
+``None`` values from messages; the reference's pin (5.5.0) does neither.
+This module puts a reply's reasoning in the field the template reads
+(:attr:`ChatTemplate.reasoning_field`, spec §1.2: the output "as the
+template renders it"): ``thinking`` for gpt-oss templates, so the analysis
+channel counts in OSL, TPOT and system tokens/s, where the reference's pin
+leaves it out; ``reasoning_content`` for the others, as the reference.
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
 __all__ = (
     "EMPTY_ASSISTANT_MESSAGE",
     "EMPTY_USER_MESSAGE",
+    "REASONING_FIELDS",
     "ChatTemplate",
     "ChatTemplateError",
     "assistant_message",
@@ -371,6 +376,12 @@ def _special_tokens(directory: Path, config: Mapping[str, Any]) -> dict[str, str
 # The template ---------------------------------------------------------------------------
 
 
+REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+"""Message fields chat templates render reasoning from, in the order one is
+chosen when a template reads several: the reference's field, gpt-oss's
+(its analysis channel), a third seen in the wild."""
+
+
 class ChatTemplate:
     """A model's chat template(s), compiled, with its special tokens.
 
@@ -398,6 +409,7 @@ class ChatTemplate:
         self._named: dict[str, jinja2.Template] | None = None
         self._framing: str | None = None
         self._framing_error: str | None = None
+        self._sources = (templates,) if isinstance(templates, str) else tuple(templates.values())
         if isinstance(templates, str):
             self._single = self._compile_or_fail(templates, None)
         else:
@@ -439,6 +451,23 @@ class ChatTemplate:
         if templates is None:
             return None
         return cls(templates, _special_tokens(directory, config), source=str(directory))
+
+    @functools.cached_property
+    def reasoning_field(self) -> str:
+        """The message field the template renders a reply's reasoning from:
+        the first of :data:`REASONING_FIELDS` that any of its templates
+        reads off an object (``message.thinking``, ``message['thinking']``),
+        else ``reasoning_content``, the reference's."""
+        from jinja2 import nodes
+
+        read: set[str] = set()
+        for source in self._sources:
+            tree = _environment().parse(source)
+            read.update(node.attr for node in tree.find_all(nodes.Getattr))
+            for item in tree.find_all(nodes.Getitem):
+                if isinstance(item.arg, nodes.Const) and isinstance(item.arg.value, str):
+                    read.add(item.arg.value)
+        return next((f for f in REASONING_FIELDS if f in read), REASONING_FIELDS[0])
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -605,18 +634,21 @@ def assistant_message(
     content: str,
     reasoning: str | None,
     tool_calls: Sequence[Mapping[str, Any]] | None,
+    *,
+    reasoning_field: str = REASONING_FIELDS[0],
 ) -> dict[str, Any]:
     """The assistant message whose tokens are counted (spec §1.2).
 
     Built as the reference builds it (``token_metrics.py``
     ``_token_count_message``): ``role`` and ``content`` always (``""`` for
-    none), ``reasoning_content`` only for non-empty reasoning (the field
-    chat templates read), ``tool_calls`` only when there are some, each
-    through :func:`normalize_tool_calls`.
+    none), the reasoning only when non-empty, in ``reasoning_field`` (the
+    field the template reads: :attr:`ChatTemplate.reasoning_field`),
+    ``tool_calls`` only when there are some, each through
+    :func:`normalize_tool_calls`.
     """
     message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     if reasoning:
-        message["reasoning_content"] = reasoning
+        message[reasoning_field] = reasoning
     if tool_calls:
         message["tool_calls"] = normalize_tool_calls(tool_calls)
     return message

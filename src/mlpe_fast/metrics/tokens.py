@@ -383,7 +383,12 @@ class _Texts:
         if isinstance(item, MessageText):
             if template is None:
                 return _fallback_text(item), 0
-            message = assistant_message(item.content, item.reasoning, item.tool_calls)
+            message = assistant_message(
+                item.content,
+                item.reasoning,
+                item.tool_calls,
+                reasoning_field=template.reasoning_field,
+            )
             try:
                 text = template.render_reply(message)
             except ChatTemplateError:
