@@ -20,3 +20,7 @@ CHAR_CHAT_TOKENIZER = TOKENIZERS / "char_chat"
 DUMMY_1K = DATASETS / "dummy_1k.jsonl"
 #: 20 recorded agentic coding trajectories, 1,007 client turns.
 AGENTIC_CODING = DATASETS / "agentic" / "agentic_coding_2.5h.jsonl"
+#: Five LiveCodeBench-shaped samples (``question_id``, ``question``,
+#: ``starter_code``, and ``response``: a model's answer for the oracle) with
+#: the reference's ``test_cases/<question_id>.json`` beside them; three pass.
+LCB_TINY = DATASETS / "livecodebench" / "lcb_tiny.jsonl"

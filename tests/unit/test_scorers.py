@@ -274,7 +274,12 @@ def test_string_match_strips_both_sides() -> None:
 
 
 def test_registry_uses_the_reference_names() -> None:
-    assert set(EXTRACTORS) == {"abcd_extractor", "boxed_math_extractor", "identity_extractor"}
+    assert set(EXTRACTORS) == {
+        "abcd_extractor",
+        "boxed_math_extractor",
+        "identity_extractor",
+        "python_code_extractor",
+    }
     assert set(EVAL_METHODS) == {"rouge", "pass_at_1", "string_match"}
     assert score_dataset("pass_at_1", ["\\boxed{5}"], ["5"], extractor="boxed_math_extractor") == (
         100.0

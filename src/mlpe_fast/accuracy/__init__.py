@@ -16,7 +16,10 @@
 * :mod:`.agentic_inline` -- the inline accuracy of an agentic run (the
   ``performance`` entry and ``scores.json``);
 * :mod:`.swe_bench` -- SWE-bench through an external scoring service (its
-  v1 API, the client side).
+  v1 API, the client side);
+* :mod:`.livecodebench` -- LiveCodeBench pass@1: programs run in
+  :mod:`.sandbox` under :mod:`.lcb_harness`, or by the reference's service
+  (:mod:`.lcb_service` over :mod:`.websocket`).
 
 The heavy libraries (``rouge-score``/NLTK, ``sympy``, ``pylatexenc``) load
 on first use, so a run without an accuracy phase never imports them.

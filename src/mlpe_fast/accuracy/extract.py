@@ -14,7 +14,9 @@ gpt-oss evals, rewritten here:
   gpt-oss-120b): the *lazy* ``boxed{...}`` match of the reference -- not
   brace-balanced, last comma-separated part, falling back to the last
   integer in the text;
-* :func:`extract_identity` (``identity_extractor``, CNN/DailyMail): the text.
+* :func:`extract_identity` (``identity_extractor``, CNN/DailyMail): the text;
+* :func:`extract_python_code` (``python_code_extractor``, LiveCodeBench): the
+  program of the last fenced code block.
 
 :func:`extract_boxed` is the brace-balanced ``\\boxed{...}`` of MLPerf's
 DeepSeek-R1 evaluator (``parse_boxed_math``), used for its MATH500 subset.
@@ -30,7 +32,13 @@ from __future__ import annotations
 
 import re
 
-__all__ = ("extract_abcd", "extract_boxed", "extract_boxed_math", "extract_identity")
+__all__ = (
+    "extract_abcd",
+    "extract_boxed",
+    "extract_boxed_math",
+    "extract_identity",
+    "extract_python_code",
+)
 
 _WRAP = r"(?:\*{1,2}|_{1,2})"
 """A markdown emphasis marker: ``*``, ``**``, ``_`` or ``__``."""
@@ -149,3 +157,26 @@ def extract_boxed(text: str) -> str | None:
 def extract_identity(text: str) -> str:
     """The text itself (``identity_extractor``)."""
     return text
+
+
+_PYTHON_FENCE = re.compile(r"```python(.*?)```", re.DOTALL)
+_ANY_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
+_LANGUAGE_TAG = re.compile(r"^(?:python|py)\s*\n", re.IGNORECASE)
+
+
+def extract_python_code(text: str) -> str | None:
+    """The program of the reference's ``python_code_extractor`` (gpt-oss's
+    LiveCodeBench ``parse_code``): the body of the last ```` ```python ````
+    block, else of the last plain ```` ``` ```` block (without a leading
+    ``py``/``python`` tag line), stripped; ``None`` when the text has no
+    closed fence.  Fences are matched left to right, so an unclosed last
+    fence is ignored.
+    """
+    text = text.strip()
+    blocks = _PYTHON_FENCE.findall(text)
+    if blocks:
+        return str(blocks[-1]).strip()
+    blocks = _ANY_FENCE.findall(text)
+    if blocks:
+        return _LANGUAGE_TAG.sub("", str(blocks[-1]).strip())
+    return None

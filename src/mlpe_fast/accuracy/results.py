@@ -29,6 +29,12 @@ from ..artifacts.events import TextModelOutput
 from ..errors import UsageError
 from ..load.dataset import AccuracyConfig, Dataset
 from ..metrics.count_inputs import merge_tool_call_chunks
+from .livecodebench import (
+    CODE_BENCH_METHOD,
+    LiveCodeBenchError,
+    LiveCodeBenchOptions,
+    score_livecodebench,
+)
 from .methods import DEEPSEEK_R1_METHOD, default_method
 from .scorers import THRESHOLDS, check_gate, combine_entries, deepseek_r1_exact_match, score_dataset
 
@@ -108,6 +114,27 @@ def accuracy_entry(
             "total_samples": result.graded,
             "complete": result.complete,
         }
+    elif method == CODE_BENCH_METHOD:
+        # Programs run against each problem's tests (the sandbox or the service).
+        try:
+            options = LiveCodeBenchOptions.from_extras(
+                config.extras or {}, dataset_path=dataset.spec.path
+            )
+        except LiveCodeBenchError as error:
+            raise UsageError(f"dataset {dataset.spec.path}: {error}") from None
+        code = score_livecodebench(predictions, references, options)
+        score = {EXACT_MATCH: code.pass_at_1}
+        graded_all = code.complete
+        breakdown = {
+            "route": code.route,
+            "passed": code.passed,
+            "total_samples": code.graded,
+            "complete": code.complete,
+        }
+        if code.network is not None:
+            breakdown["network_isolation"] = code.network
+        if code.error is not None:
+            breakdown["error"] = code.error
     else:
         try:
             score = score_dataset(method, predictions, references, extractor=config.extractor)

@@ -16,11 +16,12 @@ module maps those names to pure functions over (outputs, ground truths):
 ``string_match``     :func:`string_match` -- the same after stripping both sides
 ===================  ==========================================================
 
-and :data:`EXTRACTORS` maps ``abcd_extractor``, ``boxed_math_extractor`` and
-``identity_extractor`` to :mod:`.extract`.  The DeepSeek-R1 data set (the
-reference's ``legacy_mlperf_deepseek_r1`` scorer) has its own per-subset
-grading, :func:`~.deepseek_r1.deepseek_r1_exact_match`; LiveCodeBench (code
-execution, ``code_bench_scorer``) is not scored here.
+and :data:`EXTRACTORS` maps ``abcd_extractor``, ``boxed_math_extractor``,
+``identity_extractor`` and ``python_code_extractor`` to :mod:`.extract`.
+The DeepSeek-R1 data set (the reference's ``legacy_mlperf_deepseek_r1``
+scorer) has its own per-subset grading,
+:func:`~.deepseek_r1.deepseek_r1_exact_match`; LiveCodeBench (code
+execution, ``code_bench_scorer``) runs programs, :mod:`.livecodebench`.
 
 Units.  :func:`exact_match` returns a percentage.  The reference's
 ``pass_at_1`` writes a fraction in [0, 1] (correct / issued) into
@@ -43,7 +44,13 @@ from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from .deepseek_r1 import DeepSeekR1Score, deepseek_r1_exact_match, grade_deepseek_r1_sample
-from .extract import extract_abcd, extract_boxed, extract_boxed_math, extract_identity
+from .extract import (
+    extract_abcd,
+    extract_boxed,
+    extract_boxed_math,
+    extract_identity,
+    extract_python_code,
+)
 from .gates import THRESHOLDS, AccuracyTarget, CombinedScores, check_gate, combine_entries
 from .math_answers import grade_answer
 from .rouge import prepare_for_rouge, rouge_scores, split_sentences
@@ -63,6 +70,7 @@ __all__ = (
     "extract_boxed",
     "extract_boxed_math",
     "extract_identity",
+    "extract_python_code",
     "grade_answer",
     "grade_deepseek_r1_sample",
     "prepare_for_rouge",
@@ -79,6 +87,7 @@ EXTRACTORS: Mapping[str, Extractor] = MappingProxyType(
         "abcd_extractor": extract_abcd,
         "boxed_math_extractor": extract_boxed_math,
         "identity_extractor": extract_identity,
+        "python_code_extractor": extract_python_code,
     }
 )
 """The reference's ``accuracy_config.extractor`` names -> extraction functions."""

@@ -90,6 +90,11 @@ _SYSTEM_CANDIDATES = ("system_prompt", "system")
 _PARSER_TARGETS = ("prompt", "system", "input_tokens")
 _ACCURACY_KEYS = ("eval_method", "ground_truth", "extractor", "num_repeats")
 
+# A scorer whose ground truth is not a ``ground_truth`` column by default: the
+# reference's LiveCodeBench scorer keys each sample by its problem's id
+# (``code_bench_scorer``'s ``question_id_column``).
+_DEFAULT_GROUND_TRUTH = {"code_bench_scorer": "question_id"}
+
 #: The column naming each sample's subset in an ensemble accuracy set.
 SUBSET_COLUMN = "dataset"
 _OPTION_KEYS = (
@@ -308,11 +313,13 @@ def accuracy_config(options: Mapping[str, object], origin: str) -> AccuracyConfi
             f"{origin}: unknown accuracy_config key {unknown[0]!r} "
             f"(valid: {', '.join(_ACCURACY_KEYS)})"
         )
-    ground_truth = options.get("ground_truth", "ground_truth")
+    method = options.get("eval_method", "")
+    ground_truth = options.get(
+        "ground_truth", _DEFAULT_GROUND_TRUTH.get(str(method).strip(), "ground_truth")
+    )
     if not isinstance(ground_truth, str) or not ground_truth.strip():
         raise UsageError(f"{origin}: accuracy_config.ground_truth must name a column")
     extractor = options.get("extractor")
-    method = options.get("eval_method", "")
     if not isinstance(method, str) or not (extractor is None or isinstance(extractor, str)):
         raise UsageError(f"{origin}: accuracy_config eval_method and extractor are names")
     repeats = options.get("num_repeats", 1)

@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 import msgspec
 
+from ..accuracy.livecodebench import CODE_BENCH_METHOD, LiveCodeBenchError, LiveCodeBenchOptions
+from ..accuracy.livecodebench import check_ready as check_livecodebench
 from ..accuracy.swe_bench import SweBenchError, SweBenchOptions, check_service
 from ..clients import client_for
 from ..config import RunConfig
@@ -127,6 +129,11 @@ async def open_point(
                 check_service(swe_bench_options(dataset, config))
             except SweBenchError as error:
                 raise UsageError(str(error)) from None
+        elif _is_livecodebench(dataset):
+            try:
+                check_livecodebench(_livecodebench_options(dataset), dataset.ground_truth or ())
+            except LiveCodeBenchError as error:
+                raise UsageError(str(error)) from None
     async with contextlib.AsyncExitStack() as stack:
         plan = engine_plan(config, inputs.dataset, ray_clocks)
         if plan is not None:
@@ -194,3 +201,14 @@ def swe_bench_options(dataset: Dataset, config: RunConfig) -> SweBenchOptions:
     accuracy = dataset.spec.accuracy
     extras = {} if accuracy is None or accuracy.extras is None else accuracy.extras
     return SweBenchOptions.from_extras(extras, workers=config.concurrency)
+
+
+def _is_livecodebench(dataset: Dataset) -> bool:
+    accuracy = dataset.spec.accuracy
+    return accuracy is not None and accuracy.eval_method == CODE_BENCH_METHOD
+
+
+def _livecodebench_options(dataset: Dataset) -> LiveCodeBenchOptions:
+    accuracy = dataset.spec.accuracy
+    extras = {} if accuracy is None or accuracy.extras is None else accuracy.extras
+    return LiveCodeBenchOptions.from_extras(extras, dataset_path=dataset.spec.path)
