@@ -189,7 +189,7 @@ def _run(tmp_path: Path, extras: dict[str, Any] | None = None) -> int:
 
 
 def test_an_accuracy_run_scores_livecodebench_locally(tmp_path: Path) -> None:
-    assert _run(tmp_path) == 0
+    assert _run(tmp_path, {"local_eval": True}) == 0
     stored = json.loads((tmp_path / "run" / "accuracy" / "accuracy_results.json").read_text())
     [entry] = stored["accuracy_scores"]
     assert (
@@ -206,4 +206,15 @@ def test_an_unusable_service_is_one_line_before_any_load(
     assert _run(tmp_path, {"lcb_service_url": "http://127.0.0.1:9"}) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "LiveCodeBench service" in err, err
+    assert not (tmp_path / "run" / "events.jsonl").exists()
+
+
+def test_programs_run_here_only_when_the_dataset_allows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the reference asks for ALLOW_LCB_LOCAL_EVAL before it runs the model's
+    # code on the machine: neither a service nor local_eval is a mistake
+    assert _run(tmp_path) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "local_eval: true" in err, err
     assert not (tmp_path / "run" / "events.jsonl").exists()

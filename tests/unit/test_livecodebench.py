@@ -211,7 +211,11 @@ def test_pass_at_1_over_issued_samples_and_repeats() -> None:
     texts = [r["response"] for r in rows] * 2
     ids = [r["question_id"] for r in rows] * 2
     texts[-1] = ""  # a query that failed, on the second repeat
-    options = LiveCodeBenchOptions(test_cases_dir=LCB_TINY.parent / "test_cases", workers=2)
+    cases = LCB_TINY.parent / "test_cases"
+    options = LiveCodeBenchOptions(test_cases_dir=cases, workers=2, local_eval=True)
     score = score_livecodebench(texts, ids, options)
     assert (score.passed, score.graded, score.route, score.complete) == (6, 10, "local", True)
     assert score.pass_at_1 == 60.0
+    # without local_eval nothing runs here: no score, and the reason
+    refused = score_livecodebench(texts, ids, LiveCodeBenchOptions(test_cases_dir=cases))
+    assert refused.pass_at_1 is None and not refused.complete and "local_eval" in str(refused.error)

@@ -15,7 +15,10 @@ Two routes, chosen by ``accuracy_config.extras``:
 
 * the reference's ``lcb_serve`` service (``lcb_service_url``, or the
   reference's ``lcb_websocket_port`` on localhost): :mod:`.lcb_service`;
-* local, when no service is named: the tests are read from
+* local, only when the dataset allows it (``local_eval: true``, as the
+  reference asks for ``ALLOW_LCB_LOCAL_EVAL``: the model's programs then run
+  on this machine, isolated as :mod:`.sandbox` says and no more): the tests
+  are read from
   ``test_cases_dir`` (default ``test_cases/`` beside the dataset), one
   ``<question_id>.json`` per problem in the layout the reference's
   ``generate.py`` writes (``public_test_cases``, ``private_test_cases``
@@ -76,6 +79,7 @@ class LiveCodeBenchOptions(msgspec.Struct, frozen=True, kw_only=True):
     """How a LiveCodeBench dataset is scored (module docstring)."""
 
     service_url: str | None = None
+    local_eval: bool = False
     test_cases_dir: Path | None = None
     timeout_s: int = 60
     workers: int = 1
@@ -97,8 +101,12 @@ class LiveCodeBenchOptions(msgspec.Struct, frozen=True, kw_only=True):
                 url = f"{_DEFAULT_PORT_HOST}:{int(port)}"
             cases = extras.get("test_cases_dir")
             default_cases = Path(dataset_path).parent / "test_cases"
+            local = extras.get("local_eval", False)
+            if not isinstance(local, bool):
+                raise TypeError(f"local_eval: expected true or false, got {local!r}")
             return cls(
                 service_url=None if url is None else str(url).rstrip("/") + "/",
+                local_eval=local,
                 test_cases_dir=Path(cases) if cases is not None else default_cases,
                 timeout_s=int(extras.get("timeout", 60)),
                 workers=int(extras.get("workers", len(os.sched_getaffinity(0)))),
@@ -209,6 +217,12 @@ def check_ready(options: LiveCodeBenchOptions, question_ids: Sequence[str]) -> N
             check_service(options.service_url, version_tag=options.version_tag)
         except LcbServiceError as error:
             raise LiveCodeBenchError(str(error)) from None
+    elif not options.local_eval:
+        raise LiveCodeBenchError(
+            "LiveCodeBench: name the lcb_serve service (accuracy_config.extras.lcb_service_url) "
+            "or let the model's programs run on this machine in the sandbox "
+            "(accuracy_config.extras.local_eval: true; docs/accuracy.md says what it isolates)"
+        )
     else:
         check_test_cases(options.test_cases_dir or Path("test_cases"), question_ids)
 
@@ -298,6 +312,14 @@ def score_livecodebench(
                 pass_at_1=None, passed=0, graded=0, route="service", error=str(error)
             )
         route, network = "service", None
+    elif not options.local_eval:  # check_ready says so before a run; `score` here
+        return LiveCodeBenchScore(
+            pass_at_1=None,
+            passed=0,
+            graded=0,
+            route="local",
+            error="no lcb_service_url, and local_eval is not true (module docstring)",
+        )
     else:
         directory = options.test_cases_dir or Path("test_cases")
         try:
