@@ -20,6 +20,7 @@ from mlpe_fast.accuracy.results import (
 from mlpe_fast.artifacts.events import TextModelOutput
 from mlpe_fast.errors import UsageError
 from mlpe_fast.load.dataset import AccuracyConfig, Dataset, DatasetSpec, load_dataset
+from tests.data_files import LCB_TINY
 
 
 def dataset(tmp_path: Path, rows: list[dict[str, Any]], **accuracy: Any) -> Dataset:
@@ -79,6 +80,29 @@ def test_deepseek_r1_is_graded_per_subset(tmp_path: Path) -> None:
     assert entry["score"] == {"exact_match": pytest.approx(100 * 2 / 3)}  # LCB: not graded
     assert entry["breakdown"]["subset_scores"] == {"gpqa": 100.0, "aime": 50.0}
     assert entry["complete"] is False  # a subset left ungraded
+
+
+def test_deepseek_r1_livecodebench_samples_are_run_when_allowed(tmp_path: Path) -> None:
+    # MLPerf's evaluator grades the first Python block: the tiny set's two-sum
+    # answer holds a wrong draft first, so it fails here (it passes for
+    # gpt-oss's scorer, which takes the last block)
+    lcb = [json.loads(line) for line in LCB_TINY.read_text().splitlines()]
+    rows = [{"prompt": "a", "ground_truth": "A", "dataset": "gpqa"}] + [
+        {"prompt": r["question"], "ground_truth": r["question_id"], "dataset": "livecodebench"}
+        for r in lcb
+    ]
+    texts = {"u0": "ANSWER: A", **{f"u{i + 1}": r["response"] for i, r in enumerate(lcb)}}
+    indices = {f"u{i}": i for i in range(len(rows))}
+    extras = {"local_eval": True, "test_cases_dir": str(LCB_TINY.parent / "test_cases")}
+    data = dataset(tmp_path, rows, eval_method="legacy_mlperf_deepseek_r1", extras=extras)
+    entry = accuracy_entry(data, texts, indices, duration_s=0)
+    assert entry["complete"] is True
+    # lcb_sum and lcb_half pass; two-sum's first block, lcb_max's wrong
+    # answer and the answer without code fail: 2 of 5 (gpt-oss's scorer: 3)
+    assert entry["breakdown"]["subset_scores"] == {"gpqa": 100.0, "livecodebench": 40.0}
+    # without a way to run code, as before: ungraded, incomplete
+    plain = dataset(tmp_path, rows, eval_method="legacy_mlperf_deepseek_r1")
+    assert accuracy_entry(plain, texts, indices, duration_s=0)["complete"] is False
 
 
 def test_mistakes_are_usage_errors(tmp_path: Path) -> None:

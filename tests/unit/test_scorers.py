@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -469,3 +470,26 @@ def test_importing_the_scorers_loads_no_heavy_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_deepseek_r1_grades_livecodebench_with_the_code_grader_given() -> None:
+    seen: list[tuple[list[str], list[str]]] = []
+
+    def grade(outputs: Sequence[str], question_ids: Sequence[str]) -> list[bool]:
+        seen.append((list(outputs), list(question_ids)))
+        return [True, False]
+
+    result = deepseek_r1_exact_match(
+        ["ANSWER: A", "code one", "code two"],
+        ["A", "id-1", "id-2"],
+        ["gpqa", "livecodebench", "livecodebench"],
+        grade_code=grade,
+    )
+    assert seen == [(["code one", "code two"], ["id-1", "id-2"])]  # only the code samples
+    assert result.subset_exact_match == {"gpqa": 100.0, "livecodebench": 50.0}
+    assert result.exact_match == pytest.approx(200 / 3) and result.complete
+    # a grader that could not grade (the service down) leaves them ungraded
+    failed = deepseek_r1_exact_match(
+        ["code"], ["id"], ["livecodebench"], grade_code=lambda outputs, ids: None
+    )
+    assert (failed.graded, failed.ungraded, failed.exact_match) == (0, 1, None)

@@ -20,16 +20,19 @@ livecodebench   first python code block                         its tests pass
 A subset is chosen by the first of these names contained in the lower-cased
 ``dataset`` value, in the table's order.  Each sample scores 100 or 0 and the
 exact match is the mean.  LiveCodeBench needs the generated code run against
-its tests in a sandbox; that is not done here: its samples are counted as
-ungraded and left out of the mean, as the reference reports a run whose
-code-execution service was unreachable (``complete`` false).
+its tests: the caller passes ``grade_code`` (``accuracy/results.py`` builds
+it from the dataset's LiveCodeBench settings, ``accuracy/livecodebench.py``:
+the ``lcb_serve`` service or, with ``local_eval``, the local sandbox);
+without it, or when grading fails, its samples are counted as ungraded and
+left out of the mean, as the reference reports a run whose code-execution
+service was unreachable (``complete`` false).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -39,10 +42,12 @@ from .math_answers import grade_answer
 
 __all__ = (
     "SUBSETS",
+    "CodeGrader",
     "DeepSeekR1Score",
     "UngradedSubsetError",
     "deepseek_r1_exact_match",
     "grade_deepseek_r1_sample",
+    "is_code_subset",
     "parse_aime_answer",
     "parse_multiple_choice",
     "subset_of",
@@ -52,6 +57,15 @@ SUBSETS = ("gpqa", "mmlu_pro", "math500", "aime", "livecodebench")
 """The subset names, in the order a ``dataset`` value is matched against them."""
 
 CODE_SUBSET = "livecodebench"
+
+
+def is_code_subset(dataset: str) -> bool:
+    """Whether a ``dataset`` value names the subset graded by running code
+    (False for a name no grader knows: grading says so)."""
+    try:
+        return subset_of(dataset) == CODE_SUBSET
+    except ValueError:
+        return False
 
 
 class UngradedSubsetError(ValueError):
@@ -199,10 +213,17 @@ def grade_deepseek_r1_sample(output: str | None, ground_truth: object, dataset: 
     return _same_integer(parse_aime_answer(text), ground_truth)
 
 
+CodeGrader = Callable[[Sequence[str], Sequence[str]], Sequence[bool] | None]
+"""Grades LiveCodeBench outputs against their question ids: each sample's
+verdict in order, or None when they could not be graded."""
+
+
 def deepseek_r1_exact_match(
     outputs: Sequence[str | None],
     ground_truths: Sequence[object],
     datasets: Sequence[str],
+    *,
+    grade_code: CodeGrader | None = None,
 ) -> DeepSeekR1Score:
     """Exact match (percent) of DeepSeek-R1 outputs, overall and per subset.
 
@@ -218,14 +239,21 @@ def deepseek_r1_exact_match(
         )
     correct: dict[str, int] = {}
     samples: dict[str, int] = {}
-    ungraded = 0
+    code: list[tuple[str, str, str]] = []  # LiveCodeBench: (output, question id, dataset)
     for output, ground_truth, dataset in zip(outputs, ground_truths, datasets, strict=True):
         if subset_of(dataset) == CODE_SUBSET:
-            ungraded += 1
+            code.append((output or "", str(ground_truth), str(dataset)))
             continue
         name = str(dataset)
         samples[name] = samples.get(name, 0) + 1
         hit = grade_deepseek_r1_sample(output, ground_truth, dataset)
+        correct[name] = correct.get(name, 0) + int(hit)
+    verdicts = None
+    if code and grade_code is not None:
+        verdicts = grade_code([c[0] for c in code], [c[1] for c in code])
+    ungraded = len(code) if verdicts is None else 0
+    for (_, _, name), hit in zip(code, verdicts or (), strict=False):
+        samples[name] = samples.get(name, 0) + 1
         correct[name] = correct.get(name, 0) + int(hit)
     graded = sum(samples.values())
     overall = 100.0 * sum(correct.values()) / graded if graded else None

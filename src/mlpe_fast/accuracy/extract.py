@@ -164,6 +164,21 @@ _ANY_FENCE = re.compile(r"```(.*?)```", re.DOTALL)
 _LANGUAGE_TAG = re.compile(r"^(?:python|py)\s*\n", re.IGNORECASE)
 
 
+def extract_first_python_code(text: str) -> str | None:
+    """The program MLPerf's DeepSeek-R1 evaluator grades of a LiveCodeBench
+    sample: the body of the *first* ```` ```python ```` block, else of the
+    first plain fence (tag line dropped), stripped; None without a closed
+    fence (:func:`extract_python_code` takes the last, as gpt-oss's)."""
+    text = text.strip()
+    blocks = _PYTHON_FENCE.findall(text)
+    if blocks:
+        return str(blocks[0]).strip()
+    blocks = _ANY_FENCE.findall(text)
+    if blocks:
+        return _LANGUAGE_TAG.sub("", str(blocks[0]).strip())
+    return None
+
+
 def extract_python_code(text: str) -> str | None:
     """The program of the reference's ``python_code_extractor`` (gpt-oss's
     LiveCodeBench ``parse_code``): the body of the last ```` ```python ````

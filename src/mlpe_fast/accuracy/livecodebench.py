@@ -40,7 +40,7 @@ import json
 import os
 import pickle
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -276,6 +276,7 @@ class LiveCodeBenchScore(msgspec.Struct, frozen=True, kw_only=True):
     route: str
     network: str | None = None
     error: str | None = None
+    verdicts: tuple[bool, ...] = ()  # each sample's, in order (empty when ungraded)
 
     @property
     def complete(self) -> bool:
@@ -295,9 +296,13 @@ def score_livecodebench(
     predictions: Sequence[str],
     question_ids: Sequence[str],
     options: LiveCodeBenchOptions,
+    *,
+    extract: Callable[[str], str | None] = extract_python_code,
 ) -> LiveCodeBenchScore:
-    """pass@1 of LiveCodeBench outputs, one per issued sample (module doc)."""
-    codes = [extract_python_code(text) for text in predictions]
+    """pass@1 of LiveCodeBench outputs, one per issued sample (module doc);
+    ``extract`` takes the program from an output (the last Python block by
+    default; DeepSeek-R1's evaluator takes the first)."""
+    codes = [extract(text) for text in predictions]
     if options.service_url is not None:
         programs = [(qid, code or NO_CODE) for qid, code in zip(question_ids, codes, strict=True)]
         try:
@@ -344,4 +349,5 @@ def score_livecodebench(
         graded=total,
         route=route,
         network=network,
+        verdicts=tuple(bool(v) for v in passed),
     )

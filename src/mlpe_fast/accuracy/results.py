@@ -29,6 +29,8 @@ from ..artifacts.events import TextModelOutput
 from ..errors import UsageError
 from ..load.dataset import AccuracyConfig, Dataset
 from ..metrics.count_inputs import merge_tool_call_chunks
+from .deepseek_r1 import CodeGrader
+from .extract import extract_first_python_code
 from .livecodebench import (
     CODE_BENCH_METHOD,
     LiveCodeBenchError,
@@ -49,6 +51,26 @@ __all__ = (
     "read_accuracy_entries",
     "write_accuracy_results",
 )
+
+
+def _deepseek_code_grader(extras: Mapping[str, Any], dataset_path: str) -> CodeGrader | None:
+    """The DeepSeek-R1 set's LiveCodeBench grader, where its extras name a
+    way to run the code (the service, or ``local_eval``); MLPerf's evaluator
+    grades the first Python block."""
+    try:
+        options = LiveCodeBenchOptions.from_extras(extras, dataset_path=dataset_path)
+    except LiveCodeBenchError as error:
+        raise UsageError(f"dataset {dataset_path}: {error}") from None
+    if options.service_url is None and not options.local_eval:
+        return None
+
+    def grade(outputs: Sequence[str], question_ids: Sequence[str]) -> Sequence[bool] | None:
+        score = score_livecodebench(
+            outputs, question_ids, options, extract=extract_first_python_code
+        )
+        return score.verdicts if score.complete else None
+
+    return grade
 
 
 def output_text(output: TextModelOutput | None) -> str:
@@ -106,7 +128,8 @@ def accuracy_entry(
                 f"'dataset' column naming each sample's subset"
             )
         subsets = [dataset.subsets[index] for _, index in issued]
-        result = deepseek_r1_exact_match(predictions, references, subsets)
+        grader = _deepseek_code_grader(config.extras or {}, dataset.spec.path)
+        result = deepseek_r1_exact_match(predictions, references, subsets, grade_code=grader)
         score: Any = {EXACT_MATCH: result.exact_match}
         graded_all = result.complete
         breakdown = {

@@ -18,8 +18,10 @@ from typing import Any, TextIO
 
 import msgspec
 
+from ..accuracy.deepseek_r1 import is_code_subset
 from ..accuracy.livecodebench import CODE_BENCH_METHOD, LiveCodeBenchError, LiveCodeBenchOptions
 from ..accuracy.livecodebench import check_ready as check_livecodebench
+from ..accuracy.methods import DEEPSEEK_R1_METHOD
 from ..accuracy.swe_bench import SweBenchError, SweBenchOptions, check_service
 from ..clients import client_for
 from ..config import RunConfig
@@ -129,9 +131,9 @@ async def open_point(
                 check_service(swe_bench_options(dataset, config))
             except SweBenchError as error:
                 raise UsageError(str(error)) from None
-        elif _is_livecodebench(dataset):
+        else:
             try:
-                check_livecodebench(_livecodebench_options(dataset), dataset.ground_truth or ())
+                _check_code_route(dataset)
             except LiveCodeBenchError as error:
                 raise UsageError(str(error)) from None
     async with contextlib.AsyncExitStack() as stack:
@@ -203,9 +205,27 @@ def swe_bench_options(dataset: Dataset, config: RunConfig) -> SweBenchOptions:
     return SweBenchOptions.from_extras(extras, workers=config.concurrency)
 
 
-def _is_livecodebench(dataset: Dataset) -> bool:
+def _check_code_route(dataset: Dataset) -> None:
+    """A dataset graded by running code can be: a LiveCodeBench set, or
+    the DeepSeek-R1 set's LiveCodeBench samples where its extras name a way
+    to run them (else those are left ungraded, as the reference does).
+
+    Raises:
+        LiveCodeBenchError: the service does not answer, tests are missing,
+            or no way to run the code was allowed.
+    """
     accuracy = dataset.spec.accuracy
-    return accuracy is not None and accuracy.eval_method == CODE_BENCH_METHOD
+    method = None if accuracy is None else accuracy.eval_method
+    if method == CODE_BENCH_METHOD:
+        check_livecodebench(_livecodebench_options(dataset), dataset.ground_truth or ())
+    elif method == DEEPSEEK_R1_METHOD and dataset.subsets is not None:
+        options = _livecodebench_options(dataset)
+        if options.service_url is None and not options.local_eval:
+            return
+        truths = dataset.ground_truth or ()
+        ids = [t for t, s in zip(truths, dataset.subsets, strict=False) if is_code_subset(s)]
+        if ids:
+            check_livecodebench(options, ids)
 
 
 def _livecodebench_options(dataset: Dataset) -> LiveCodeBenchOptions:
