@@ -24,6 +24,10 @@
   has one record and ``completed + failed == issued`` holds.  A stop (a
   signal) issues nothing more and awaits what is in flight; turns never
   issued get no record.
+
+The decisions and their state are :class:`~.agentic_schedule.AgenticSchedule`'s,
+which holds no loop and no client; :func:`run_agentic` is its driver: it
+sends the turns, keeps the think-time timers and hands the records on.
 """
 
 from __future__ import annotations
@@ -36,7 +40,17 @@ from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..engine.replicas import AnyClient
 from ..wire.events import NO_RESPONSE
-from .agentic import AgenticDataset, ClientTurn, Trajectory, instance_of, salt_markers
+from .agentic import AgenticDataset, ClientTurn, Trajectory
+from .agentic_schedule import (
+    Abort,
+    Action,
+    AgenticSchedule,
+    CancelWait,
+    Conversation,
+    Issue,
+    Wait,
+    WindowEnded,
+)
 
 __all__ = ("ABORTED", "AgenticPhase", "TurnIssued", "run_agentic")
 
@@ -58,6 +72,10 @@ class TurnIssued(NamedTuple):
 
 class AgenticPhase:
     """An agentic phase's settings, counters and window.
+
+    Its tallies (``issued``, ``completed``, ``failed``, ``started``,
+    ``finished``, ``t_start``, ``t_window_end``) are those of the schedule
+    it runs on, zero (None for the window's end) before.
 
     Args:
         concurrency: active trajectories at most.
@@ -89,41 +107,60 @@ class AgenticPhase:
         self.salt = salt
         self.stop_issuing_on_first_user_complete = stop_issuing_on_first_user_complete
         self.routing_headers = routing_headers
-        self.issued = 0
-        self.completed = 0
-        self.failed = 0
-        self.started = 0  # trajectory instances started
-        self.finished = 0
-        self.t_start = 0
-        self.t_window_end: int | None = None  # STOP_PERFORMANCE_TRACKING
         self.stop_requested = False
+        self._schedule: AgenticSchedule | None = None
         self._on_stop: Callable[[], None] | None = None
+
+    def schedule(self, dataset: AgenticDataset, now_ns: int) -> AgenticSchedule:
+        """The phase's schedule over ``dataset``, starting at ``now_ns``; the
+        phase's tallies are its from then on."""
+        self._schedule = AgenticSchedule(
+            dataset.trajectories,
+            now_ns,
+            concurrency=self.concurrency,
+            budget=self.budget,
+            inject_tool_delay=self.inject_tool_delay,
+            salt=self.salt,
+            stop_issuing_on_first_user_complete=self.stop_issuing_on_first_user_complete,
+            stopped=self.stop_requested,
+        )
+        return self._schedule
+
+    @property
+    def issued(self) -> int:
+        return 0 if self._schedule is None else self._schedule.issued
+
+    @property
+    def completed(self) -> int:
+        return 0 if self._schedule is None else self._schedule.completed
+
+    @property
+    def failed(self) -> int:
+        return 0 if self._schedule is None else self._schedule.failed
+
+    @property
+    def started(self) -> int:
+        """Trajectory instances started."""
+        return 0 if self._schedule is None else self._schedule.started
+
+    @property
+    def finished(self) -> int:
+        return 0 if self._schedule is None else self._schedule.finished
+
+    @property
+    def t_start(self) -> int:
+        return 0 if self._schedule is None else self._schedule.t_start
+
+    @property
+    def t_window_end(self) -> int | None:
+        """STOP_PERFORMANCE_TRACKING (None while the window is open)."""
+        return None if self._schedule is None else self._schedule.t_window_end
 
     def stop(self) -> None:
         """Issues nothing more (a signal); what is in flight is awaited."""
         self.stop_requested = True
         if self._on_stop is not None:
             self._on_stop()
-
-
-class _Active:
-    """One active trajectory instance: what it replays and where it is."""
-
-    __slots__ = ("cursor", "first_index", "logical_id", "salt", "source", "timer")
-
-    def __init__(
-        self,
-        source: Trajectory,
-        first_index: int,
-        logical_id: str,
-        salt: tuple[str, str] | None,
-    ) -> None:
-        self.source = source
-        self.first_index = first_index  # the dataset-wide index of its first client turn
-        self.logical_id = logical_id
-        self.salt = salt
-        self.cursor = 0
-        self.timer: asyncio.TimerHandle | None = None
 
 
 async def run_agentic(
@@ -141,157 +178,102 @@ async def run_agentic(
     its record, passed to ``on_record`` with what was issued."""
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
-    trajectories = dataset.trajectories
-    budget = phase.budget if phase.budget is not None else len(trajectories)
-    first_index = []  # the dataset-wide index of each trajectory's first client turn
-    count = 0
-    for trajectory in trajectories:
-        first_index.append(count)
-        count += len(trajectory.turns)
-    active: set[_Active] = set()
-    in_flight = 0
-    phase.t_start = monotonic_ns()
+    schedule = phase.schedule(dataset, monotonic_ns())
+    timers: dict[Conversation, asyncio.TimerHandle] = {}  # think times under way
 
-    def window_open() -> bool:
-        return phase.t_window_end is None
+    def perform(actions: list[Action], now: int) -> None:
+        """Carries out the schedule's actions, in order (``now``: the time
+        the schedule was given)."""
+        for action in actions:
+            if isinstance(action, Issue):
+                send(action)
+            elif isinstance(action, Abort):
+                record_aborted(action)
+            elif isinstance(action, Wait):
+                conversation = action.conversation
+                timers[conversation] = loop.call_later(
+                    (action.due_ns - now) / 1e9, wake, conversation
+                )
+            elif isinstance(action, CancelWait):
+                timers.pop(action.conversation).cancel()
+            elif isinstance(action, WindowEnded) and on_window_end is not None:
+                on_window_end(action.t_ns)
 
-    def end_window() -> None:
-        if phase.t_window_end is None:
-            phase.t_window_end = monotonic_ns()
-            if on_window_end is not None:
-                on_window_end(phase.t_window_end)
-            if phase.stop_issuing_on_first_user_complete:
-                for trajectory in list(active):
-                    drop(trajectory)
-
-    def start_next() -> None:
-        """Fills a slot with the next instance, if any is left."""
-        if phase.stop_requested or phase.started >= budget:
-            return
-        source_index, repeat, suffix = instance_of(phase.started, len(trajectories))
-        phase.started += 1
-        source = trajectories[source_index]
-        logical = source.conversation_id + (suffix or "")
-        salt = salt_markers(repeat, source.conversation_id) if phase.salt else None
-        instance = _Active(source, first_index[source_index], logical, salt)
-        active.add(instance)
-        advance(instance)
-
-    def advance(instance: _Active) -> None:
-        """Issues the instance's next turn (after its delay), or ends it."""
-        if instance.cursor >= len(instance.source.turns):
-            finish(instance)
-            return
-        if phase.stop_requested:
-            drop(instance)
-            return
-        delay = instance.source.turns[instance.cursor].delay_s
-        if phase.inject_tool_delay and delay > 0:
-            instance.timer = loop.call_later(delay, issue, instance)
-        else:
-            issue(instance)
-
-    def issue(instance: _Active) -> None:
-        nonlocal in_flight
-        instance.timer = None
-        if phase.stop_requested or instance not in active:
-            drop(instance)
-            return
-        turned = take_turn(instance)
-        in_flight += 1
-        client.issue(
-            body_of(instance.source, turned.turn, instance.salt),
-            lambda record: done(instance, turned, record),
-            path=path,
-            sample_index=turned.sample_index,
-            sample_id=turned.sample_id,
-            headers={name: instance.logical_id for name in phase.routing_headers},
-        )
-
-    def take_turn(instance: _Active) -> TurnIssued:
-        """The instance's next turn, counted as issued."""
+    def issued(action: Issue | Abort) -> TurnIssued:
+        """What the caller hears of a turn: the schedule's, with its sample id."""
+        conversation = action.conversation
         turned = TurnIssued(
             client.new_sample_id(),
-            instance.first_index + instance.cursor,
-            instance.logical_id,
-            instance.source,
-            instance.source.turns[instance.cursor],
-            instance.salt,
-            window_open(),
+            action.sample_index,
+            conversation.logical_id,
+            conversation.source,
+            action.turn,
+            conversation.salt,
+            action.tracked,
         )
-        instance.cursor += 1
-        phase.issued += 1
         if on_issue is not None:
             on_issue(turned)
         return turned
 
-    def done(instance: _Active, turned: TurnIssued, record: RequestRecord) -> None:
-        nonlocal in_flight
-        in_flight -= 1
-        phase.completed += record.ok
-        phase.failed += not record.ok
-        on_record(record, turned)
-        if instance in active:
-            if record.ok:
-                advance(instance)
-            else:
-                abort(instance, turned, record)
-        settle_if_drained()
+    def send(action: Issue) -> None:
+        conversation = action.conversation
+        turned = issued(action)
+        client.issue(
+            body_of(conversation.source, action.turn, conversation.salt),
+            lambda record: done(conversation, turned, record),
+            path=path,
+            sample_index=turned.sample_index,
+            sample_id=turned.sample_id,
+            headers={name: conversation.logical_id for name in phase.routing_headers},
+        )
 
-    def abort(instance: _Active, failed: TurnIssued, failure: RequestRecord) -> None:
-        """The failed turn's trajectory ends: its remaining turns are
-        issued as failed records (module doc)."""
-        while instance.cursor < len(instance.source.turns):
-            turned = take_turn(instance)
-            now = monotonic_ns()
-            phase.failed += 1
-            on_record(
-                RequestRecord(
-                    turned.sample_index,
-                    turned.sample_id,
-                    t_sched=now,
-                    t_issue=now,
-                    t_end=now,
-                    response=NO_RESPONSE,
-                    error_class=ABORTED,
-                    error_message=(
-                        f"turn {failed.turn.turn} of {instance.logical_id} failed "
-                        f"({failure.error_class}); the rest of the trajectory depends on it"
-                    ),
-                ),
-                turned,
-            )
-        finish(instance)
+    def record_aborted(action: Abort) -> None:
+        turned = issued(action)
+        on_record(_aborted_record(turned, action, monotonic_ns()), turned)
 
-    def finish(instance: _Active) -> None:
-        active.discard(instance)
-        phase.finished += 1
-        if phase.started >= budget:  # a slot that cannot be refilled
-            end_window()
-        start_next()
-
-    def drop(instance: _Active) -> None:
-        """Ends an instance without issuing the rest (a stop, or the debug
-        window end)."""
-        if instance.timer is not None:
-            instance.timer.cancel()
-            instance.timer = None
-        active.discard(instance)
-
-    def settle_if_drained() -> None:
-        if finished.done() or in_flight or any(a.timer for a in active):
-            return
-        if not active or phase.stop_requested:
+    def settle() -> None:
+        if schedule.done and not finished.done():
             finished.set_result(None)
 
+    def done(conversation: Conversation, turned: TurnIssued, record: RequestRecord) -> None:
+        schedule.turn_ended(record.ok)
+        on_record(record, turned)
+        now = monotonic_ns()
+        perform(schedule.resume(conversation, record.error_class, now), now)
+        settle()
+
+    def wake(conversation: Conversation) -> None:
+        del timers[conversation]
+        now = monotonic_ns()
+        perform(schedule.woken(conversation, now), now)
+        settle()
+
     def on_stop() -> None:
-        for instance in list(active):
-            if instance.timer is not None:
-                drop(instance)
-        settle_if_drained()
+        now = monotonic_ns()
+        perform(schedule.stop(now), now)
+        settle()
 
     phase._on_stop = on_stop
-    for _ in range(min(phase.concurrency, budget)):
-        start_next()
-    settle_if_drained()
+    for _ in range(schedule.opening_slots):
+        now = monotonic_ns()
+        perform(schedule.start_next(now), now)
+    settle()
     await finished
+
+
+def _aborted_record(turned: TurnIssued, action: Abort, now_ns: int) -> RequestRecord:
+    """The failed record of a turn never sent: its conversation's turn
+    ``action.failed_turn`` failed first (module doc)."""
+    return RequestRecord(
+        turned.sample_index,
+        turned.sample_id,
+        t_sched=now_ns,
+        t_issue=now_ns,
+        t_end=now_ns,
+        response=NO_RESPONSE,
+        error_class=ABORTED,
+        error_message=(
+            f"turn {action.failed_turn} of {turned.conversation_id} failed "
+            f"({action.failure}); the rest of the trajectory depends on it"
+        ),
+    )

@@ -1,9 +1,12 @@
 """When to issue: closed-loop concurrency, the Offline burst, Poisson arrivals.
 
 The scheduler decides *when* a request goes and hands records on; it never
-sees response bytes (``docs/architecture.md``, data flow).  Issuing happens
-inside the completion callback of the request that frees a slot, so a
-closed loop costs no task and no queue hop per request.
+sees response bytes (``docs/architecture.md``, data flow).  The decisions
+and their state are :class:`~.phase_schedule.PhaseSchedule`'s, which holds
+no loop and no client; :func:`run_phase` is its driver, translating between
+the event loop, the client and the schedule.  Issuing happens inside the
+completion callback of the request that frees a slot, so a closed loop
+costs no task and no queue hop per request.
 
 Stopping (reference client §3.2, spec §2.4): a phase issues until its sample
 count is reached or its duration has passed, whichever comes first, then
@@ -14,14 +17,13 @@ on their way are awaited, so every issued request yields one record.
 from __future__ import annotations
 
 import asyncio
-import math
-import random
 from collections.abc import Callable
 from typing import Protocol
 
 from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..engine.replicas import AnyClient
+from .phase_schedule import POISSON, PhaseSchedule
 
 __all__ = ("Phase", "RequestSource", "run_phase")
 
@@ -38,6 +40,9 @@ class RequestSource(Protocol):
 
 class Phase:
     """One phase of a run (warmup or performance) and its stop rule.
+
+    Its tallies (``issued``, ``completed``, ``failed``, ``t_start``,
+    ``t_stop_issuing``) are those of the schedule it runs on, zero before.
 
     Args:
         pattern: "concurrency", "offline" or "poisson".
@@ -74,22 +79,49 @@ class Phase:
         self.duration_ns = duration_ns
         self.seed = seed
         self.pass_size = pass_size
-        self.issued = 0
-        self.completed = 0
-        self.failed = 0
-        self.t_start = 0
-        self.t_stop_issuing = 0
         self.stop_requested = False
+        self._schedule: PhaseSchedule | None = None
         self._on_stop: Callable[[], None] | None = None
         #: Called once when the phase stops issuing (its last request is
         #: out; what is in flight is still awaited): a warmup that is not
         #: drained lets the measured phase start then.
         self.on_issuing_ended: Callable[[], object] | None = None
 
-    def _issuing_ended(self) -> None:
-        self.t_stop_issuing = monotonic_ns()
-        if self.on_issuing_ended is not None:
-            self.on_issuing_ended()
+    def schedule(self, now_ns: int) -> PhaseSchedule:
+        """The phase's schedule, starting at ``now_ns``; the phase's tallies
+        are its from then on."""
+        self._schedule = PhaseSchedule(
+            self.pattern,
+            now_ns,
+            concurrency=self.concurrency,
+            target_qps=self.target_qps,
+            max_requests=self.max_requests,
+            duration_ns=self.duration_ns,
+            pass_size=self.pass_size,
+            seed=self.seed,
+            stopped=self.stop_requested,
+        )
+        return self._schedule
+
+    @property
+    def issued(self) -> int:
+        return 0 if self._schedule is None else self._schedule.issued
+
+    @property
+    def completed(self) -> int:
+        return 0 if self._schedule is None else self._schedule.completed
+
+    @property
+    def failed(self) -> int:
+        return 0 if self._schedule is None else self._schedule.failed
+
+    @property
+    def t_start(self) -> int:
+        return 0 if self._schedule is None else self._schedule.t_start
+
+    @property
+    def t_stop_issuing(self) -> int:
+        return 0 if self._schedule is None else self._schedule.t_stop_issuing
 
     def stop(self) -> None:
         """Stops issuing now (an interrupted run); what is in flight is
@@ -115,41 +147,36 @@ async def run_phase(
     """
     loop = asyncio.get_running_loop()
     finished = loop.create_future()
-    phase.t_start = monotonic_ns()
-    deadline = None if phase.duration_ns is None else phase.t_start + phase.duration_ns
-    in_flight = 0
-    issuing = True
+    schedule = phase.schedule(monotonic_ns())
+    loop_origin = loop.time()  # the loop's clock at the schedule's start, for Poisson's timers
+    announced = False  # phase.on_issuing_ended has run
+    next_arrival: asyncio.TimerHandle | None = None  # Poisson's, once armed
 
-    def may_issue() -> bool:
-        nonlocal issuing
-        if issuing and (
-            phase.stop_requested
-            or (phase.max_requests is not None and phase.issued >= phase.max_requests)
-            or (
-                deadline is not None
-                and monotonic_ns() >= deadline
-                # whole passes: a duration ends at the end of a dataset pass
-                and (not phase.pass_size or phase.issued % phase.pass_size == 0)
-            )
-        ):
-            issuing = False
-            phase._issuing_ended()
-        return issuing
+    def settle() -> None:
+        """Tells the phase when issuing has ended, and ends the run when
+        nothing is left in flight either."""
+        nonlocal announced
+        if schedule.issuing:
+            return
+        if not announced:
+            announced = True
+            if phase.on_issuing_ended is not None:
+                phase.on_issuing_ended()
+        if not schedule.in_flight and not finished.done():
+            finished.set_result(None)
 
     def issue(t_sched: int | None = None) -> None:
-        nonlocal in_flight, issuing
         request = source.next_request()
         if request is None:  # the source has ended: so has issuing
-            if issuing:
-                issuing = False
-                phase._issuing_ended()
+            schedule.source_ended(monotonic_ns())
+            settle()
             return
         sample_index, body = request
-        phase.issued += 1
-        in_flight += 1
         sample_id = client.new_sample_id()
+        now = monotonic_ns()
+        schedule.sent(now)
         if on_issue is not None:
-            on_issue(sample_index, sample_id, monotonic_ns() if t_sched is None else t_sched)
+            on_issue(sample_index, sample_id, now if t_sched is None else t_sched)
         client.issue(
             body,
             on_done,
@@ -158,73 +185,39 @@ async def run_phase(
             sample_id=sample_id,
             t_sched=t_sched,
         )
-        if phase.max_requests is not None and phase.issued >= phase.max_requests:
-            may_issue()  # the last one is out: issuing ends now, not at the next completion
-
-    def settle_if_drained() -> None:
-        if in_flight == 0 and not issuing and not finished.done():
-            finished.set_result(None)
-
-    def on_stop() -> None:
-        may_issue()
-        settle_if_drained()
-
-    phase._on_stop = on_stop
+        if not schedule.issuing:  # the last one is out
+            settle()
 
     def on_done(record: RequestRecord) -> None:
-        nonlocal in_flight
-        in_flight -= 1
-        phase.completed += record.ok
-        phase.failed += not record.ok
+        schedule.ended(record.ok)
         on_record(record)
-        if phase.pattern == "concurrency" and may_issue():
+        if schedule.refill(monotonic_ns()):
             issue()
-        settle_if_drained()
-
-    if phase.pattern == "concurrency":
-        for _ in range(phase.concurrency):
-            if not may_issue():
-                break
-            issue()
-    elif phase.pattern == "offline":
-        # Every sample at once (spec §2.3): reported concurrency = count.
-        while may_issue():
-            issue()
-    elif phase.pattern == "poisson":
-        _start_poisson(loop, phase, may_issue, issue, settle_if_drained)
-        await finished
-        return
-    else:
-        raise ValueError(f"unknown load pattern {phase.pattern!r}")
-    may_issue()
-    settle_if_drained()
-    await finished
-
-
-def _start_poisson(
-    loop: asyncio.AbstractEventLoop,
-    phase: Phase,
-    may_issue: Callable[[], bool],
-    issue: Callable[[int | None], None],
-    settle_if_drained: Callable[[], None],
-) -> None:
-    """Exponential inter-arrival times from the scheduler seed; each arrival
-    keeps its scheduled time, so lateness is measured, not hidden."""
-    if not phase.target_qps or phase.target_qps <= 0:
-        raise ValueError("poisson needs a positive target_qps")
-    rng = random.Random(phase.seed)
-    mean_gap_ns = 1e9 / phase.target_qps
-    origin_ns = monotonic_ns()
-    origin_loop = loop.time()
-    next_ns = origin_ns
+        settle()
 
     def arrive() -> None:
-        nonlocal next_ns
-        if not may_issue():
-            settle_if_drained()
+        nonlocal next_arrival
+        t_sched = schedule.arrival(monotonic_ns())
+        if t_sched is None:
+            settle()
             return
-        issue(next_ns)
-        next_ns += math.ceil(rng.expovariate(1.0) * mean_gap_ns)
-        loop.call_at(origin_loop + (next_ns - origin_ns) / 1e9, arrive)
+        issue(t_sched)
+        due = loop_origin + (schedule.next_arrival_ns - schedule.t_start) / 1e9
+        next_arrival = loop.call_at(due, arrive)
 
-    loop.call_soon(arrive)
+    def on_stop() -> None:
+        schedule.stop(monotonic_ns())
+        settle()
+
+    phase._on_stop = on_stop
+    while schedule.opening(monotonic_ns()):
+        issue()
+    schedule.opened(monotonic_ns())
+    if schedule.pattern == POISSON:
+        loop.call_soon(arrive)
+    settle()
+    try:
+        await finished
+    finally:
+        if next_arrival is not None:  # armed before issuing ended: nothing for it to do
+            next_arrival.cancel()

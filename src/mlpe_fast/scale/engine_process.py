@@ -8,7 +8,8 @@ single-process run), opens its client, says :class:`~.messages.Ready`, and
 waits for :class:`~.messages.Start`.  From ``t0_ns`` it runs the closed
 loop (or its Offline block) of ``load/scheduler.py`` at its share of the
 concurrency, and every ``BATCH_PERIOD_S`` sends the records that ended,
-each with its global index: that batch is also its heartbeat.  It ends
+each with its global index: that batch is also its heartbeat
+(``engine_ledger.py`` keeps them in between).  It ends
 with its :class:`~.messages.EngineTotals`.
 
 :func:`engine_main` is an engine process on this machine (``local.py``):
@@ -37,14 +38,13 @@ from ..config import RunConfig
 from ..engine.audit import ClientTotals, LoopLagProbe
 from ..engine.clock import monotonic_ns
 from ..engine.loop import loop_runner_for_platform
-from ..engine.record import RequestRecord
 from ..load.dataset import load_dataset
 from ..load.requests import templates_for
 from ..load.scheduler import Phase, run_phase
+from .engine_ledger import EngineLedger
 from .leases import Lease, LeaseChannel, LeasedFeed
 from .messages import (
     Ask,
-    Batch,
     DriverMessage,
     EngineMessage,
     EngineTotals,
@@ -120,38 +120,27 @@ async def run_engine(link: EngineLink, setup: EngineSetup) -> None:
                 cancelling.append(loop.create_task(client.cancel_in_flight()))
 
         link.on_stop = on_stop
-        keys: list[int] = []
-        records: list[RequestRecord] = []
-        key_of: dict[str, int] = {}
+        await _until(start.t0_ns)
+        ledger = EngineLedger(monotonic_ns(), int(BATCH_PERIOD_S * 1e9))
 
         def on_issue(sample_index: int, sample_id: str, t_sched: int) -> None:
-            key_of[sample_id] = feed.last_k
-
-        def on_record(record: RequestRecord) -> None:
-            keys.append(key_of.pop(record.sample_id))
-            records.append(record)
-
-        def send_batch() -> None:
-            link.send(Batch(keys[:], records[:], phase.issued, len(key_of)))
-            keys.clear()
-            records.clear()
+            ledger.issued(sample_id, feed.last_k)
 
         async def heartbeat() -> None:
             while True:
-                await asyncio.sleep(BATCH_PERIOD_S)
-                send_batch()
+                await asyncio.sleep(max(0.0, (ledger.due_ns - monotonic_ns()) / 1e9))
+                link.send(ledger.batch(monotonic_ns(), phase.issued))
 
-        await _until(start.t0_ns)
         beat = loop.create_task(heartbeat())
         probe = LoopLagProbe()
         probe.start()
         try:
-            await run_phase(client, feed, phase, on_record, path=config.route, on_issue=on_issue)
+            await run_phase(client, feed, phase, ledger.ended, path=config.route, on_issue=on_issue)
         finally:
             lags, cpu_ns, cpu_system_ns = probe.stop()
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
-        send_batch()
+        link.send(ledger.batch(monotonic_ns(), phase.issued))
         totals = EngineTotals(
             lags_ns=lags.tobytes(),
             cpu_ns=cpu_ns,
