@@ -169,6 +169,26 @@ def test_a_duration_with_whole_passes_ends_on_a_pass_boundary(
     assert report["leases"]["granted"] == report["leases"]["recorded"] == result.stats.issued
 
 
+@pytest.mark.parametrize("engines", [1, 2])
+def test_a_duration_with_a_minimum_of_passes_issues_them(
+    tmp_path: Path, endpoint: str, engines: int
+) -> None:
+    # --min-passes 3: however short the duration, three whole passes of the
+    # 96-prompt demo dataset go out (the steady-state window's super-passes)
+    config = _config(
+        tmp_path,
+        "min",
+        engines=engines,
+        num_samples=None,
+        duration_s=0.01,
+        whole_passes=True,
+        min_passes=3,
+    )
+    result = _run(config, endpoint)
+    passes, rest = divmod(result.stats.issued, 96)
+    assert rest == 0 and passes >= 3 and result.stats.failed == 0
+
+
 def test_an_engine_that_cannot_start_is_a_setup_error(tmp_path: Path, endpoint: str) -> None:
     data = tmp_path / "prompts.jsonl"
     data.write_text('{"prompt": "hello there"}\n' * 8)

@@ -1,4 +1,4 @@
-"""A pre-tokenized dataset end to end (issue 21): ``mlpe-fast run`` sends
+"""A pre-tokenized dataset end to end: ``mlpe-fast run`` sends
 its ids to the simulated endpoint's ``/v1/completions``, the ISSUED lines
 hold them, the ISL is their number; what cannot be sent is refused in one
 line, status 2, before any load."""

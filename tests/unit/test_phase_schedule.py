@@ -142,6 +142,28 @@ def test_a_duration_with_whole_passes_ends_at_the_end_of_a_pass() -> None:
     assert schedule.done
 
 
+def test_a_duration_with_a_minimum_of_passes_issues_them_all() -> None:
+    # --min-passes 3 of a 2-sample dataset: the steady-state window's
+    # super-passes (spec §1.4), however early the duration is over
+    schedule = PhaseSchedule(
+        "concurrency", T0, concurrency=1, duration_ns=10, pass_size=2, min_requests=6
+    )
+    driver = FakeDriver(schedule)
+    driver.open()
+    for _ in range(5):
+        driver.complete(after_ns=50)
+        assert schedule.issuing
+    driver.complete()
+    assert not schedule.issuing and schedule.issued == 6
+    # a stop still ends it at once
+    stopped = PhaseSchedule("concurrency", T0, concurrency=1, duration_ns=10, min_requests=6)
+    other = FakeDriver(stopped)
+    other.open()
+    stopped.stop(T0 + 1)
+    other.drain()
+    assert stopped.done and stopped.issued == 1
+
+
 def test_a_stop_ends_issuing_at_once_and_awaits_what_is_in_flight() -> None:
     schedule = PhaseSchedule("concurrency", T0, concurrency=4, max_requests=100)
     driver = FakeDriver(schedule)

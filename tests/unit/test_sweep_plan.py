@@ -215,7 +215,11 @@ def test_the_plan_says_what_each_point_is_and_how_long_it_takes() -> None:
         " C_max 64) in /tmp/curve"
     )
     assert lines[1].split() == ["folder", "concurrency", "region", "offline", "accuracy", "size"]
-    assert lines[2].split() == ["r1", "1", "low_latency", "-", "yes", "600", "s", "or", "more"]
+    # each fixed-concurrency point: the rules' duration and the four
+    # super-passes of an official steady-state window (spec §1.4, §2.4)
+    passes = ["and", "at", "least", "4", "dataset", "passes", "(384", "samples)"]
+    first = ["r1", "1", "low_latency", "-", "yes", "600", "s", "or", "more"]
+    assert lines[2].split() == [*first, *passes]
     assert lines[8].split() == [
         "r64",
         "64",
@@ -226,6 +230,7 @@ def test_the_plan_says_what_each_point_is_and_how_long_it_takes() -> None:
         "s",
         "or",
         "more",
+        *passes,
     ]
     assert lines[9].split() == [
         "r96",
@@ -284,3 +289,20 @@ def test_a_windowable_point_takes_its_window_figures_into_the_curve() -> None:
     assert fallback["system_tps"] == 100.0 and fallback["basis"] == "total"
     assert "total" not in fallback and "steady-state window" not in _table([fallback])
     assert _row(point, _summary(None))["basis"] == "total"
+
+
+def test_the_plan_says_when_no_window_can_be_official() -> None:
+    # spec §1.4: windowable needs 4 super-passes (dataset passes)
+    from mlpe_fast.sweep.runner import steady_state_problems
+
+    short = msgspec.structs.replace(BASE, num_samples=300, duration_s=None)
+    [line] = steady_state_problems(short, 96)
+    assert line.startswith("steady-state: --num-samples 300 is fewer than 4 passes")
+    assert steady_state_problems(msgspec.structs.replace(short, num_samples=384), 96) == []
+    timed = msgspec.structs.replace(BASE, num_samples=None, duration_s=30.0)
+    [line] = steady_state_problems(timed, 96)
+    assert line.endswith("add --min-passes 4")
+    assert steady_state_problems(msgspec.structs.replace(timed, min_passes=4), 96) == []
+    # sized by the rules: four passes are asked of every point
+    ruled = msgspec.structs.replace(BASE, num_samples=None, duration_s=None, max_concurrency=64)
+    assert steady_state_problems(ruled, 96) == []

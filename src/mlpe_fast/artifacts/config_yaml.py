@@ -199,6 +199,8 @@ def config_to_yaml_dict(
     }
     if config.send_max_tokens:
         out["mlpe_fast"]["send_max_tokens"] = True
+    if config.min_passes:
+        out["mlpe_fast"]["min_passes"] = config.min_passes
     if config.http2:
         out["mlpe_fast"]["http2"] = True
     if config.ca_bundle is not None:

@@ -142,6 +142,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             "none".
         whole_passes: a duration ends at the end of a dataset pass (spec
             §2.4; set for the points of a curve).
+        min_passes: a duration ends only once this many whole dataset
+            passes are issued (``--min-passes``; 4 for a curve's points
+            sized by the rules, the super-passes a steady-state window
+            needs, spec §1.4).
         max_connections: the client's connection cap (YAML
             ``settings.client.max_connections``); None: one per request.
         http2: speak HTTP/2: h2c with prior knowledge on ``http://``, ALPN
@@ -199,6 +203,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     max_concurrency: int | None = default_of("max_concurrency")
     offline: OfflineKind = default_of("offline")
     whole_passes: bool = default_of("whole_passes")
+    min_passes: int = default_of("min_passes")
     max_connections: int | None = default_of("max_connections")
     http2: bool = default_of("http2")
     ca_bundle: str | None = default_of("ca_bundle")

@@ -287,6 +287,13 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("settings.runtime.min_duration_ms",),
     ),
     Setting(
+        name="min_passes", default=0, convert=_non_negative_integer,
+        flags=(Flag(name="--min-passes", group="load", metavar="N",
+                    help="with a duration, issue at least N whole dataset passes (a curve's "
+                    "points: 4, what a steady-state window needs to be official, spec §1.4)"),),
+        yaml_keys=("mlpe_fast.min_passes",),
+    ),
+    Setting(
         name="max_duration_s", convert=coerce.duration,
         flags=(Flag(name="--max-duration", group="load", metavar="TIME",
                     help="cap on the performance phase"),),

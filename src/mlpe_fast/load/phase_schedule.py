@@ -22,7 +22,8 @@ The patterns:
 The stop rules (reference client §3.2, spec §2.4): issuing ends at the
 request count or once the duration has passed, whichever comes first; with
 ``pass_size`` a duration ends only at the end of a dataset pass (at least
-one whole pass, and the issued count a whole number of passes); a stop (a
+one whole pass, and the issued count a whole number of passes), and with
+``min_requests`` not before that many are out; a stop (a
 signal, ``--max-duration``) or the end of the source ends it at once.  What
 is in flight is still awaited: the phase is done when issuing has ended and
 nothing is in flight, so every issued request yields one record.
@@ -52,6 +53,9 @@ class PhaseSchedule:
         max_requests: the request count (None: no count).
         duration_ns: issuing ends this long after ``now_ns`` (None: never).
         pass_size: a duration ends at the end of a dataset pass this long.
+        min_requests: a duration ends only once this many are issued
+            (``--min-passes`` whole passes: the steady-state window's
+            super-passes, spec §1.4).
         seed: the Poisson gaps' RNG seed.
         stopped: the phase was stopped before it started.
 
@@ -63,6 +67,7 @@ class PhaseSchedule:
         "_closed_loop",
         "_deadline_ns",
         "_mean_gap_ns",
+        "_min_requests",
         "_opening_slots",
         "_rng",
         "completed",
@@ -89,6 +94,7 @@ class PhaseSchedule:
         max_requests: int | None = None,
         duration_ns: int | None = None,
         pass_size: int | None = None,
+        min_requests: int = 0,
         seed: int = 0,
         stopped: bool = False,
     ) -> None:
@@ -100,6 +106,7 @@ class PhaseSchedule:
         self.max_requests = max_requests
         self.pass_size = pass_size
         self._deadline_ns = None if duration_ns is None else now_ns + duration_ns
+        self._min_requests = min_requests
         self._closed_loop = pattern == CONCURRENCY
         # The opening burst: the closed loop's slots; Offline's has no bound
         # but the stop rules; Poisson's arrivals are all timed.
@@ -132,6 +139,7 @@ class PhaseSchedule:
             or (
                 self._deadline_ns is not None
                 and now_ns >= self._deadline_ns
+                and self.issued >= self._min_requests
                 # whole passes: a duration ends at the end of a dataset pass
                 and (not self.pass_size or self.issued % self.pass_size == 0)
             )

@@ -53,6 +53,8 @@ class Phase:
         pass_size: with a duration, issue on to the end of the dataset pass
             under way (spec §2.4: at least one full pass, and the issued
             count a whole number of passes); None or 0: stop at once.
+        min_requests: with a duration, issue at least this many
+            (``--min-passes`` whole passes, spec §1.4).
         seed: the scheduler RNG seed (Poisson inter-arrival times).
         source_ends: the request source ends the phase (returns None); a
             phase needs this, a request count or a duration.
@@ -68,6 +70,7 @@ class Phase:
         duration_ns: int | None = None,
         seed: int = 0,
         pass_size: int | None = None,
+        min_requests: int = 0,
         source_ends: bool = False,
     ) -> None:
         if max_requests is None and duration_ns is None and not source_ends:
@@ -79,6 +82,7 @@ class Phase:
         self.duration_ns = duration_ns
         self.seed = seed
         self.pass_size = pass_size
+        self.min_requests = min_requests
         self.stop_requested = False
         self._schedule: PhaseSchedule | None = None
         self._on_stop: Callable[[], None] | None = None
@@ -98,6 +102,7 @@ class Phase:
             max_requests=self.max_requests,
             duration_ns=self.duration_ns,
             pass_size=self.pass_size,
+            min_requests=self.min_requests,
             seed=self.seed,
             stopped=self.stop_requested,
         )

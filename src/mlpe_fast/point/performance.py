@@ -76,6 +76,7 @@ class LocalPerformance:
                 duration_ns=None if config.duration_s is None else int(config.duration_s * 1e9),
                 seed=config.seeds.scheduler,
                 pass_size=len(dataset) if config.whole_passes else None,
+                min_requests=config.min_passes * len(dataset),
             )
             point.interrupt.watch(phase)
             chat = config.api_type == "openai"

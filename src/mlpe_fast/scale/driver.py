@@ -240,7 +240,9 @@ async def run_on_engines(
         limit=max_requests,
         sharers=1 if offline else engines,
     )
-    whole_passes = config.duration_s is not None and config.whole_passes
+    # With whole passes or a minimum of passes the driver ends the duration
+    # by closing the book (spec §2.4, §1.4), so the engines drain their leases.
+    book_ends = config.duration_s is not None and (config.whole_passes or config.min_passes > 0)
     duration_ns = None if config.duration_s is None else int(config.duration_s * 1e9)
     setups = [
         EngineSetup(
@@ -249,9 +251,7 @@ async def run_on_engines(
             endpoints=endpoints,
             pattern=config.load_pattern,
             concurrency=shares[e],
-            # With whole passes the driver closes the book at the pass
-            # boundary instead (spec §2.4), so the engines drain their leases.
-            duration_ns=None if whole_passes else duration_ns,
+            duration_ns=None if book_ends else duration_ns,
             block=blocks[e],
         )
         for e in range(engines)
@@ -266,8 +266,13 @@ async def run_on_engines(
         t0 = monotonic_ns() + START_LEAD_NS
         on_start(t0)
         loop = asyncio.get_running_loop()
-        if whole_passes and duration_ns is not None:
-            loop.call_later((t0 + duration_ns - monotonic_ns()) / 1e9, book.close, len(dataset))
+        if book_ends and duration_ns is not None:
+            loop.call_later(
+                (t0 + duration_ns - monotonic_ns()) / 1e9,
+                book.close,
+                len(dataset) if config.whole_passes else None,
+                config.min_passes * len(dataset),
+            )
         if config.max_duration_s is not None:  # --max-duration: a cap on issuing
             loop.call_later((t0 - monotonic_ns()) / 1e9 + config.max_duration_s, group.stop_issuing)
         samples = dataset.samples

@@ -115,11 +115,12 @@ class LeaseBook:
                 self._salts += salts
             return Lease(start, block.tobytes(), salts)
 
-    def close(self, pass_size: int | None = None) -> int:
+    def close(self, pass_size: int | None = None, min_requests: int = 0) -> int:
         """Grants nothing more, or (``pass_size``) nothing past the end of the
-        dataset pass under way; returns the final limit."""
+        dataset pass under way, and not fewer than ``min_requests`` in all
+        (``--min-passes``); returns the final limit."""
         with self._lock:
-            granted = len(self._indices)
+            granted = max(len(self._indices), min_requests)
             limit = granted
             if pass_size:
                 limit = -(-granted // pass_size) * pass_size

@@ -71,6 +71,11 @@ def _uncapped_size(config: RunConfig, dataset_size: int | None) -> tuple[str, fl
     if samples is not None:
         return f"{samples} samples", None
     if duration is not None:
+        if config.min_passes and config.load_pattern != "offline":
+            passes = f"at least {config.min_passes} dataset passes"
+            if dataset_size is not None:
+                passes += f" ({config.min_passes * dataset_size:,} samples)"
+            return f"{duration:g} s or more and {passes}", duration
         return f"{duration:g} s or more", duration
     if dataset_size is None:
         return "one dataset pass", None

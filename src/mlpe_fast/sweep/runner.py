@@ -69,6 +69,7 @@ from ..config import RunConfig
 from ..errors import UsageError
 from ..load.agentic import load_agentic
 from ..load.dataset import load_dataset
+from ..metrics.steady_state import MIN_TREND_N
 from ..report.pareto import write_reports
 from .plan import check_plan, count_problems, plan_points, point_duration_s
 from .preview import size_text, span_text
@@ -216,6 +217,9 @@ def _point_config(config: RunConfig, point: SweepPoint) -> tuple[RunConfig, str 
         rule = point_duration_s(point.concurrency)
         if config.num_samples is None and config.duration_s is None:
             changes["duration_s"] = rule
+            # and the super-passes a steady-state window needs to be the
+            # point's official result (spec §1.4)
+            changes["min_passes"] = max(config.min_passes, MIN_TREND_N)
         elif config.duration_s is not None and config.duration_s < rule:
             note = (
                 f"development duration: {config.duration_s:g} s at concurrency "
@@ -409,6 +413,33 @@ def plan_problems(
     return problems
 
 
+def steady_state_problems(config: RunConfig, dataset_size: int) -> list[str]:
+    """Why the points' steady-state windows could not be their official
+    results (spec §1.4: ``windowable`` needs at least four super-passes, a
+    super-pass being one dataset pass): a size the user gave that issues
+    fewer.  A curve sized by the rules issues at least four passes."""
+    needed = MIN_TREND_N * dataset_size
+    if config.num_samples is not None and config.num_samples < needed:
+        return [
+            f"steady-state: --num-samples {config.num_samples} is fewer than {MIN_TREND_N} "
+            f"passes of the {dataset_size:,}-sample dataset ({needed:,}): no point's "
+            "steady-state window can be official (spec §1.4); its whole-run figures will be "
+            "its result"
+        ]
+    if (
+        config.num_samples is None
+        and config.duration_s is not None
+        and config.min_passes < MIN_TREND_N
+    ):
+        return [
+            f"steady-state: --duration {config.duration_s:g} s may end a point before "
+            f"{MIN_TREND_N} passes of the {dataset_size:,}-sample dataset, and then its "
+            "steady-state window cannot be official (spec §1.4): add --min-passes "
+            f"{MIN_TREND_N}"
+        ]
+    return []
+
+
 def _agentic_problems(
     config: RunConfig, points: Sequence[SweepPoint], trajectories: int
 ) -> list[str]:
@@ -485,6 +516,8 @@ def prepare_sweep(config: RunConfig, endpoints: Sequence[str] | None) -> SweepPl
             load_dataset(spec)
     points = plan_sweep(config, size)
     problems = plan_problems(config, points, trajectories)
+    if not agentic:
+        problems += steady_state_problems(config, size)
     reused: dict[str, dict[str, Any]] = {}
     refused: list[tuple[SweepPoint, list[str]]] = []
     for point in points:
