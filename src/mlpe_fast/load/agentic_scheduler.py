@@ -51,6 +51,7 @@ from .agentic_schedule import (
     Wait,
     WindowEnded,
 )
+from .tallies import ScheduleTallies
 
 __all__ = ("ABORTED", "AgenticPhase", "TurnIssued", "run_agentic")
 
@@ -70,7 +71,7 @@ class TurnIssued(NamedTuple):
     tracked: bool  # issued inside the performance window
 
 
-class AgenticPhase:
+class AgenticPhase(ScheduleTallies):
     """An agentic phase's settings, counters and window.
 
     Its tallies (``issued``, ``completed``, ``failed``, ``started``,
@@ -127,18 +128,6 @@ class AgenticPhase:
         return self._schedule
 
     @property
-    def issued(self) -> int:
-        return 0 if self._schedule is None else self._schedule.issued
-
-    @property
-    def completed(self) -> int:
-        return 0 if self._schedule is None else self._schedule.completed
-
-    @property
-    def failed(self) -> int:
-        return 0 if self._schedule is None else self._schedule.failed
-
-    @property
     def started(self) -> int:
         """Trajectory instances started."""
         return 0 if self._schedule is None else self._schedule.started
@@ -146,10 +135,6 @@ class AgenticPhase:
     @property
     def finished(self) -> int:
         return 0 if self._schedule is None else self._schedule.finished
-
-    @property
-    def t_start(self) -> int:
-        return 0 if self._schedule is None else self._schedule.t_start
 
     @property
     def t_window_end(self) -> int | None:

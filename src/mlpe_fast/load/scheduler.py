@@ -24,6 +24,7 @@ from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..engine.replicas import AnyClient
 from .phase_schedule import POISSON, PhaseSchedule
+from .tallies import ScheduleTallies
 
 __all__ = ("Phase", "RequestSource", "run_phase")
 
@@ -38,7 +39,7 @@ class RequestSource(Protocol):
         ...
 
 
-class Phase:
+class Phase(ScheduleTallies):
     """One phase of a run (warmup or performance) and its stop rule.
 
     Its tallies (``issued``, ``completed``, ``failed``, ``t_start``,
@@ -107,22 +108,6 @@ class Phase:
             stopped=self.stop_requested,
         )
         return self._schedule
-
-    @property
-    def issued(self) -> int:
-        return 0 if self._schedule is None else self._schedule.issued
-
-    @property
-    def completed(self) -> int:
-        return 0 if self._schedule is None else self._schedule.completed
-
-    @property
-    def failed(self) -> int:
-        return 0 if self._schedule is None else self._schedule.failed
-
-    @property
-    def t_start(self) -> int:
-        return 0 if self._schedule is None else self._schedule.t_start
 
     @property
     def t_stop_issuing(self) -> int:
