@@ -8,7 +8,8 @@ request handler first counts every ``POST`` to a completion route by
 stream, protocol, count]`` rows, ``protocol`` being "h1" or "h2".  ``GET
 /_prompts`` returns what the prompts were, by model: ``[model, kind,
 count]`` rows, ``kind`` being "text", "token_ids" (a ``/v1/completions``
-prompt of integers) or "messages".
+prompt of integers) or "messages".  ``GET /_token_prompts`` returns the
+token-id prompts themselves: ``[model, [id, ...]]`` rows in arrival order.
 
 A test gives each case its own ``--model`` name (the endpoint accepts any)
 and reads the counts of that name: what the server saw of that run alone,
@@ -29,6 +30,7 @@ import msgspec
 SCRIPT = str(Path(__file__).resolve())
 TALLY_PATH = "/_tally"
 PROMPTS_PATH = "/_prompts"
+TOKEN_PROMPTS_PATH = "/_token_prompts"
 COMPLETION_ROUTES = ("/v1/chat/completions", "/v1/completions")
 
 Key = tuple[str, str, bool, str]  # model, route, stream, protocol
@@ -40,6 +42,7 @@ def _install() -> None:
     original = _handling.handle_request
     tally: Counter[Key] = Counter()
     kinds: Counter[tuple[str, str]] = Counter()
+    token_prompts: list[tuple[str, list[int]]] = []
 
     def handle_request(
         state: Any, out: Any, method: str, path: str, body: bytes, **stamps: int
@@ -52,6 +55,9 @@ def _install() -> None:
             rows = [[*key, n] for key, n in sorted(kinds.items())]
             _handling.reply(state, out, 200, json.dumps(rows).encode())
             return
+        if path == TOKEN_PROMPTS_PATH:
+            _handling.reply(state, out, 200, json.dumps(token_prompts).encode())
+            return
         if method == "POST" and path in COMPLETION_ROUTES:
             try:
                 doc = msgspec.json.decode(body)
@@ -62,7 +68,10 @@ def _install() -> None:
                 tally[
                     (model, path, doc.get("stream") is True, "h1" if out.wire is not None else "h2")
                 ] += 1
-                kinds[(model, _prompt_kind(doc))] += 1
+                kind = _prompt_kind(doc)
+                kinds[(model, kind)] += 1
+                if kind == "token_ids":
+                    token_prompts.append((model, doc["prompt"]))
         original(state, out, method, path, body, **stamps)
 
     # Both protocols' modules imported the handler by name.
@@ -82,6 +91,13 @@ def read_prompt_kinds(url: str, model: str) -> Counter[str]:
     with urllib.request.urlopen(url + PROMPTS_PATH, timeout=10) as response:
         rows = json.loads(response.read())
     return Counter({kind: n for m, kind, n in rows if m == model})
+
+
+def read_token_prompts(url: str, model: str) -> list[tuple[int, ...]]:
+    """The token-id prompts the server at ``url`` got from ``model``, in order."""
+    with urllib.request.urlopen(url + TOKEN_PROMPTS_PATH, timeout=10) as response:
+        rows = json.loads(response.read())
+    return [tuple(ids) for m, ids in rows if m == model]
 
 
 def read_tally(url: str, model: str | None = None) -> Counter[Key]:

@@ -15,7 +15,7 @@ import pytest
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
-from tests.integration.tally_sim import SCRIPT, read_prompt_kinds, read_tally
+from tests.integration.tally_sim import SCRIPT, read_prompt_kinds, read_tally, read_token_prompts
 
 FAST = ("--ttft-ms", "1", "--itl-ms", "0.2", "--seed", "3")
 IDS = [[3, 1, 4], [1, 5, 9, 2, 6], [5, 3]]
@@ -78,16 +78,6 @@ def test_token_ids_are_sent_recorded_and_counted(
             "cannot be sent to /v1/chat/completions; add --api-type openai_completions "
             "(YAML endpoint_config.api_type)",
         ),
-        (
-            ("--api-type", "openai_completions"),
-            "cannot be salted (the salt is text; the "
-            "reference refuses it too); add --no-salt (YAML mlpe_fast.salt: false)",
-        ),
-        (
-            ("--api-type", "openai_completions", "--no-salt", "--warmup-requests", "2"),
-            "cannot be salted for the warmup (the reference refuses it too); add --no-warmup-salt "
-            "(YAML settings.warmup.salt)",
-        ),
     ],
 )
 def test_what_cannot_be_sent_is_one_line_and_status_2_before_any_load(
@@ -149,3 +139,112 @@ def test_answers_are_checked_against_their_dataset_s_own_output_cap(
     out = capsys.readouterr()
     assert status == 0, out.err
     assert "WARNING" not in out.out
+
+
+# The salt in the token stream (spec §2.5) ------------------------------------------------
+
+HARMONY = (
+    "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|start|>assistant{% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def harmony_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small byte-level BPE with Harmony's header tokens and a template."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
+    tokenizer.train_from_iterator(["You are helpful. What is [0a1b] in hex?"] * 20, trainer)
+    tokenizer.add_special_tokens(
+        [AddedToken(t, special=True) for t in ("<|start|>", "<|message|>", "<|end|>")]
+    )
+    out = tmp_path_factory.mktemp("harmony")
+    tokenizer.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps({"chat_template": HARMONY}))
+    return out
+
+
+def test_a_token_dataset_is_salted_by_default_in_the_token_stream(
+    endpoint: str, harmony_tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(harmony_tokenizer / "tokenizer.json"))
+    texts = [
+        f"<|start|>system<|message|>You are helpful.<|end|><|start|>user<|message|>{q}<|end|>"
+        "<|start|>assistant"
+        for q in ("What is hex?", "What is 0a1b?")
+    ]
+    samples = [tuple(tokenizer.encode(t, add_special_tokens=False).ids) for t in texts]
+    path = tmp_path / "harmony.jsonl"
+    path.write_text("".join(json.dumps({"ids": list(ids)}) + "\n" for ids in samples))
+    folder = tmp_path / "run"
+    args = [
+        *("run", "--no-progress", "--endpoints", endpoint, "--model", "salted-ids"),
+        *("--tokenizer", str(harmony_tokenizer), "--dataset", f"{path},parser.input_tokens=ids"),
+        *("--max-output-tokens", "4", "--api-type", "openai_completions", "--num-samples", "6"),
+        *("--warmup-requests", "2", "--report-dir", str(folder)),
+    ]
+    status = main(args)
+    assert status == 0, capsys.readouterr().err
+    received = read_token_prompts(endpoint, "salted-ids")
+    assert len(received) == 8  # 2 warmup + 6 measured
+    marker = tuple(tokenizer.encode("<|start|>user<|message|>", add_special_tokens=False).ids)
+    salts = []
+    for sent in received:
+        # a sample with ids inserted right after its user header, nothing else changed
+        (sample,) = [s for s in samples if _split_at_salt(s, sent, marker) is not None]
+        salt_ids = _split_at_salt(sample, sent, marker)
+        assert salt_ids is not None
+        salt = tokenizer.decode(list(salt_ids), skip_special_tokens=False)
+        assert len(salt) == 19 and salt[0] == "[" and salt[-2:] == "] "
+        int(salt[1:17], 16)  # 16 hex digits: 64 bits
+        salts.append(salt)
+    # distinct across the measured queries (the warmup's salt stream is drawn
+    # with the same default seed, mlpe_fast.load.salt)
+    assert len(set(salts[2:])) == len(salts[2:])
+
+    issued = [
+        json.loads(line)["data"]
+        for line in (folder / "events.jsonl").read_text().splitlines()
+        if '"sample.issued"' in line
+    ]
+    assert sorted(tuple(data[2]) for data in issued) == sorted(received[2:])
+    summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
+    assert summary["input_sequence_lengths"]["total"] == sum(map(len, received[2:]))
+
+
+def _split_at_salt(
+    sample: tuple[int, ...], sent: tuple[int, ...], marker: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The ids ``sent`` has between ``sample``'s last ``marker`` and the
+    rest of ``sample``; None if ``sent`` is not ``sample`` so salted."""
+    starts = [i for i in range(len(sample)) if sample[i : i + len(marker)] == marker]
+    at = starts[-1] + len(marker)
+    extra = len(sent) - len(sample)
+    if extra <= 0 or sent[:at] != sample[:at] or sent[at + extra :] != sample[at:]:
+        return None
+    return sent[at : at + extra]
+
+
+def test_a_token_salt_that_cannot_be_placed_is_one_line_and_status_2(
+    endpoint: str, token_dataset: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the demo tokenizer has no chat template: no user header to salt after
+    flags = ("--api-type", "openai_completions", "--num-samples", "2")
+    assert main(_run(endpoint, "unplaceable", token_dataset, *flags)) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("mlpe-fast: dataset ")
+    assert line.endswith(
+        "token ids (parser.input_tokens) are salted after the user turn's header, but tokenizer "
+        f"{DEMO_TOKENIZER} has no chat template to find it by; add --no-salt, or --token-salt "
+        "start (the salt before the first id: the endpoint then cannot reuse the system "
+        "prompt's prefix cache)"
+    )
+    assert read_tally(endpoint, "unplaceable") == Counter()

@@ -1,5 +1,5 @@
 """Pre-tokenized datasets (``parser.input_tokens``, issue 21): loading and
-its mistakes, the ``/v1/completions`` bodies, no salt, the ISL of ids, the
+its mistakes, the ``/v1/completions`` bodies, the ISL of ids, the
 per-dataset ``generation_config_override``, and the output count of a
 completion that keeps its special tokens."""
 
@@ -177,20 +177,20 @@ def test_the_completions_body_sends_the_ids_unsalted_and_keeps_special_tokens(
         assert feed.last_prompt == TokenPrompt(tuple(IDS[index]))
 
 
-def test_ids_on_the_chat_route_or_salted_are_refused_when_bodies_are_built(
+def test_ids_on_the_chat_route_or_salted_without_placement_are_refused_when_bodies_are_built(
     tmp_path: Path,
 ) -> None:
     data = loaded(write(tmp_path, "jsonl", rows()))
     with pytest.raises(UsageError, match=r"add --api-type openai_completions$"):
         build_body_templates(data, model="m", api_type="openai", salt=False)
-    with pytest.raises(UsageError, match=r"cannot be salted .*use --no-salt$"):
+    # where the salt goes is load/token_salt.py's to say (test_token_salt.py)
+    with pytest.raises(ValueError, match=r"needs their token_salting"):
         build_body_templates(data, model="m", api_type="openai-completions", salt=True)
 
 
 def test_the_issued_line_holds_the_ids_and_the_isl_is_their_number(tmp_path: Path) -> None:
     sample = loaded(write(tmp_path, "jsonl", rows())).samples[2]
-    # No salt reaches a token prompt, whatever the caller passes.
-    prompt = prompt_of(sample, "0123456789abcdef")
+    prompt = prompt_of(sample, None)
     data = prompt_data(prompt, None, chat=False)
     assert data == PromptData(token_ids=(1, 2, 3, 4))
     assert msgspec.json.decode(msgspec.json.encode(data))[2] == [1, 2, 3, 4]
@@ -225,16 +225,6 @@ def test_the_isl_of_ids_takes_no_tokenizer_pass() -> None:
             "cannot be sent to /v1/chat/completions; add --api-type openai_completions "
             "(YAML endpoint_config.api_type)",
         ),
-        (
-            ("--api-type", "openai_completions"),
-            "cannot be salted (the salt is text; the reference "
-            "refuses it too); add --no-salt (YAML mlpe_fast.salt: false)",
-        ),
-        (
-            ("--api-type", "openai_completions", "--no-salt", "--warmup-requests", "2"),
-            "cannot be salted for the warmup (the reference refuses it too); add --no-warmup-salt "
-            "(YAML settings.warmup.salt)",
-        ),
     ],
 )
 def test_the_configuration_refuses_what_cannot_be_sent(argv: tuple[str, ...], message: str) -> None:
@@ -243,7 +233,23 @@ def test_the_configuration_refuses_what_cannot_be_sent(argv: tuple[str, ...], me
     assert str(caught.value) == f"--dataset x: token ids (parser.input_tokens) {message}"
 
 
-def test_an_unsalted_token_run_and_an_accuracy_run_are_accepted() -> None:
+def test_salted_unsalted_and_accuracy_token_runs_are_accepted() -> None:
+    # salted by default, in the token stream (spec §2.5): placed at load time
+    salted = config(
+        "--dataset", "x.parquet,parser.input_tokens=ids", "--api-type", "openai_completions"
+    )
+    assert (salted.salt, salted.token_salt) == (True, "user")
+    first = config(
+        "--dataset",
+        "x.parquet,parser.input_tokens=ids",
+        "--api-type",
+        "openai_completions",
+        "--token-salt",
+        "start",
+        "--warmup-requests",
+        "2",
+    )
+    assert (first.token_salt, first.warmup_salt) == ("start", True)
     run = config(
         "--dataset",
         "x.parquet,parser.input_tokens=ids",

@@ -197,6 +197,8 @@ def config_to_yaml_dict(
         "salt_random_seed": config.seeds.salt_seed,
         "timeouts": timeouts,
     }
+    if config.token_salt != "user":
+        out["mlpe_fast"]["token_salt"] = config.token_salt
     if config.send_max_tokens:
         out["mlpe_fast"]["send_max_tokens"] = True
     if config.min_passes:

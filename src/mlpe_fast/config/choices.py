@@ -26,6 +26,7 @@ __all__ = (
     "RECEIVE_STAMPS",
     "STREAMING",
     "TEST_TYPES",
+    "TOKEN_SALT_PLACEMENTS",
     "ApiType",
     "BenchmarkMode",
     "LoadPattern",
@@ -34,6 +35,7 @@ __all__ = (
     "ReceiveStamps",
     "Streaming",
     "TestType",
+    "TokenSaltPlacement",
 )
 
 LoadPattern = Literal["concurrency", "offline", "poisson", "agentic_inference"]
@@ -46,6 +48,8 @@ Streaming = Literal["auto", "on", "off"]
 TestType = Literal["offline", "online", "submission", "eval"]
 #: A ``type: submission`` config's ``benchmark_mode:``.
 BenchmarkMode = Literal["offline", "online"]
+#: Where a token-id prompt's salt goes (``load/token_salt.py``).
+TokenSaltPlacement = Literal["user", "start"]
 
 # The reference's ``max_throughput`` is mlpe-fast's Offline burst; both
 # spellings of each name are accepted, as YAML and flags spell them apart.
@@ -85,3 +89,4 @@ TEST_TYPES: Mapping[str, TestType] = {
     "eval": "eval",
 }
 BENCHMARK_MODES: Mapping[str, BenchmarkMode] = {"offline": "offline", "online": "online"}
+TOKEN_SALT_PLACEMENTS: Mapping[str, TokenSaltPlacement] = {"user": "user", "start": "start"}

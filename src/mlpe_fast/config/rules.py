@@ -413,13 +413,14 @@ def agentic_offline(given: GivenSettings, values: Values) -> Values:
 def token_datasets(given: GivenSettings, values: Values) -> Values:
     """A pre-tokenized dataset (``parser.input_tokens``) is sent as
     ``prompt: [id, ...]`` to ``/v1/completions``: the chat route has no
-    field for token ids.  Its queries are not salted: the salt is text, and
-    the reference refuses to salt ``input_tokens`` samples ("salt cannot bust
-    a pre-tokenized cache", ``dataset_manager/dataset.py``
-    ``_check_unsaltable``; warmup salt on them is a hard error in its
-    ``config/schema.py``).  Spec §2.5 wants a token client's salt in the
-    token stream; neither client re-tokenizes prompts, so the run must say
-    ``--no-salt`` (and ``--no-warmup-salt`` with a warmup) to go unsalted."""
+    field for token ids.  Its queries are salted as text queries are, in
+    the token stream as spec §2.5 asks ("if the client sends token IDs, the
+    salt must be in the token stream"): the salt's ids go after the user
+    turn's header, or before the first id with ``--token-salt start``
+    (``load/token_salt.py``, which refuses at load time a tokenizer,
+    template or sample it cannot place them in).  The reference refuses
+    to salt ``input_tokens`` samples instead (``dataset_manager/dataset.py``
+    ``_check_unsaltable``)."""
     tokens = [d for d in values["datasets"] if d.pre_tokenized]
     if not tokens:
         return _NONE
@@ -429,17 +430,6 @@ def token_datasets(given: GivenSettings, values: Values) -> Values:
         raise UsageError(
             f"{named}: token ids (parser.input_tokens) cannot be sent to /v1/chat/completions; "
             "add --api-type openai_completions (YAML endpoint_config.api_type)"
-        )
-    measured = [d for d in tokens if d.type == "performance"]
-    if measured and values["mode"] != "acc" and values["salt"]:
-        raise UsageError(
-            f"{named}: token ids (parser.input_tokens) cannot be salted (the salt is text; "
-            "the reference refuses it too); add --no-salt (YAML mlpe_fast.salt: false)"
-        )
-    if measured and values["warmup_requests"] and values["warmup_salt"]:
-        raise UsageError(
-            f"{named}: token ids (parser.input_tokens) cannot be salted for the warmup "
-            "(the reference refuses it too); add --no-warmup-salt (YAML settings.warmup.salt)"
         )
     return _NONE
 

@@ -13,7 +13,15 @@ import msgspec
 
 from ..load.dataset import DatasetSpec
 from ..load.salt import default_salt_seed
-from .choices import ApiType, LoadPattern, Mode, OfflineKind, ReceiveStamps, Streaming
+from .choices import (
+    ApiType,
+    LoadPattern,
+    Mode,
+    OfflineKind,
+    ReceiveStamps,
+    Streaming,
+    TokenSaltPlacement,
+)
 from .schema import default_of
 
 __all__ = ("WARMUP_DATASET_PASS", "Generation", "RunConfig", "Seeds", "Timeouts")
@@ -124,6 +132,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         timeouts: per-request limits.
         seeds: RNG seeds.
         salt: salt performance queries (spec §2.5; accuracy never is).
+        token_salt: where the salt goes in a token-id prompt: "user" (after
+            the user turn's header) or "start" (before the first id); see
+            ``load/token_salt.py``.
         name: benchmark name (YAML ``name``; by default "online_benchmark"
             or "offline_benchmark", as the reference derives it).
         use_legacy_loadgen_qps_metrics: the reference's Poisson QPS window
@@ -195,6 +206,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     timeouts: Timeouts = Timeouts()
     seeds: Seeds = Seeds()
     salt: bool = default_of("salt")
+    token_salt: TokenSaltPlacement = default_of("token_salt")
     name: str = default_of("name")
     use_legacy_loadgen_qps_metrics: bool = default_of("use_legacy_loadgen_qps_metrics")
     mode: Mode = default_of("mode")

@@ -351,6 +351,15 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.salt",),
     ),
     Setting(
+        # spec §2.5: a token client's salt is in the token stream (load/token_salt.py)
+        name="token_salt", default="user", convert=coerce.one_of(choices.TOKEN_SALT_PLACEMENTS),
+        flags=(Flag(name="--token-salt", group="limits and seeds", metavar="WHERE",
+                    help="salt of a token-id dataset: user (default: after the user turn's "
+                    "header, from the chat template) or start (before the first id: loses "
+                    "the system prompt's prefix cache)"),),
+        yaml_keys=("mlpe_fast.token_salt",),
+    ),
+    Setting(
         # the second key: the seed-set name of the submission rules (spec §2.5)
         name="seeds.scheduler", default=SEED_SET_A_SCHEDULER, convert=coerce.seed,
         flags=(Flag(name="--scheduler-seed", group="limits and seeds", metavar="N",

@@ -2,6 +2,7 @@
 
 * :mod:`.dataset` -- the ``--dataset`` syntax, file loaders, column mapping;
 * :mod:`.salt` -- the per-query salt (spec §2.5);
+* :mod:`.token_salt` -- where that salt goes in a token-id prompt;
 * :mod:`.requests` -- pre-encoded bodies, salt splicing, sample order;
 * :mod:`.scheduler` -- when to issue: closed loop, Offline, Poisson;
 * :mod:`.agentic`, :mod:`.agentic_scheduler` -- agentic trajectories, their

@@ -39,10 +39,18 @@ and ``completions_adapter.py``):
   body carries ``"skip_special_tokens": false`` (the reference's gpt-oss
   setting): the output keeps its special tokens -- the Harmony channel
   markers -- so the analysis channel is in the text and in the OSL count.
-  Token ids are never salted: the reference refuses to salt an
-  ``input_tokens`` sample (``dataset_manager/dataset.py``,
-  ``_check_unsaltable``) and the run's configuration refuses it first
-  (``config/rules.py``, ``token_datasets``).
+  Token ids are salted in the token stream (spec §2.5): the salt's ids
+  go where :mod:`.token_salt` places them in each sample (after the user
+  turn's header, or first), and the body is split there as a text body is
+  split at its salt::
+
+    head = ...,"prompt":[<ids before>,   tail = ,<ids after>],...
+    body = head + b"17,4,98" + tail      (the salt's ids, comma-joined)
+
+  (``head`` ends with ``[`` when the salt goes first; ``tail`` starts with
+  ``]`` when it goes last), so issuing is still one join plus the encoding
+  of 19 characters.  The reference refuses to salt an ``input_tokens``
+  sample (``dataset_manager/dataset.py``, ``_check_unsaltable``).
 
 A dataset's ``generation_config_override`` (``load/dataset.py``
 :class:`~mlpe_fast.load.dataset.GenerationOverride`) replaces the run's
@@ -69,6 +77,7 @@ import msgspec
 from ..errors import UsageError
 from .dataset import Dataset, Sample
 from .salt import Salter
+from .token_salt import TokenSalt, TokenSalting, token_salting
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -77,6 +86,7 @@ __all__ = (
     "CHAT_ROUTE",
     "COMPLETIONS_ROUTE",
     "BodyTemplate",
+    "IssuedPrompts",
     "IssuedRequest",
     "Prompt",
     "RequestFeed",
@@ -88,6 +98,7 @@ __all__ = (
     "sequential_order",
     "shuffled_order",
     "templates_for",
+    "token_salting_for",
 )
 
 CHAT_ROUTE = "/v1/chat/completions"
@@ -135,10 +146,15 @@ class IssuedRequest(NamedTuple):
 
 
 class BodyTemplate(msgspec.Struct, frozen=True, gc=False):
-    """A pre-encoded body.  Salted: ``head + prefix + tail``; unsalted: ``head``."""
+    """A pre-encoded body.  Salted: ``head + prefix + tail``; unsalted: ``head``.
+
+    ``token_salt`` is set for a salted token-id body: its prefix is the
+    salt's ids (:meth:`~.token_salt.TokenSalt.salt_json`), not its text.
+    """
 
     head: bytes
     tail: bytes = b""
+    token_salt: TokenSalt | None = None
 
     def render(self, prefix: bytes | None = None) -> bytes:
         """The body bytes, with ``prefix`` (``b"[<hex>] "``) spliced in if given."""
@@ -160,6 +176,7 @@ def build_body_templates(
     sampling: Mapping[str, Any] | None = None,
     salt: bool = True,
     send_max_tokens: bool = False,
+    token_salting: TokenSalting | None = None,
 ) -> tuple[BodyTemplate, ...]:
     """Encodes every sample's body once.
 
@@ -177,6 +194,9 @@ def build_body_templates(
         send_max_tokens: a chat body carries ``max_tokens`` beside
             ``max_completion_tokens`` (for servers that honour only the
             older field; ``metrics/answers.py`` detects them).
+        token_salting: where the salt goes in the samples of a
+            pre-tokenized dataset (:func:`token_salting_for`); needed to
+            salt one.
 
     Raises:
         UsageError: a sample the API type cannot send, or cannot salt.
@@ -186,21 +206,15 @@ def build_body_templates(
     if unknown:
         raise ValueError(f"unknown sampling parameters: {', '.join(unknown)}")
     if dataset.spec.pre_tokenized:
-        _check_token_route(dataset, api_type=api_type, salt=salt)
+        _check_token_route(dataset, api_type=api_type, salt=salt, token_salting=token_salting)
     templates: list[BodyTemplate] = []
     for index, sample in enumerate(dataset.samples):
         if sample.token_ids is not None:
-            templates.append(
-                BodyTemplate(
-                    head=_token_body(
-                        sample.token_ids,
-                        model=model,
-                        stream=stream,
-                        max_output_tokens=max_output_tokens,
-                        extra=extra,
-                    )
-                )
+            doc = _token_doc(
+                model=model, stream=stream, max_output_tokens=max_output_tokens, extra=extra
             )
+            at = None if token_salting is None or not salt else token_salting.positions[index]
+            templates.append(_encode_tokens(doc, sample.token_ids, at, token_salting))
             continue
         if api_type == "openai":
             doc, salted = _chat_doc(
@@ -234,10 +248,20 @@ def build_body_templates(
     return tuple(templates)
 
 
-def templates_for(dataset: Dataset, config: RunConfig, *, salt: bool) -> tuple[BodyTemplate, ...]:
+def templates_for(
+    dataset: Dataset,
+    config: RunConfig,
+    *,
+    salt: bool,
+    token_salting: TokenSalting | None = None,
+) -> tuple[BodyTemplate, ...]:
     """Every sample's body as ``config`` asks for it (model, API type,
     streaming, output cap, sampling) with the dataset's
-    ``generation_config_override`` on top, split for the salt when ``salt``."""
+    ``generation_config_override`` on top, split for the salt when ``salt``
+    (for a pre-tokenized dataset, where ``token_salting`` places it, by
+    default :func:`token_salting_for`)."""
+    if salt and token_salting is None:
+        token_salting = token_salting_for(dataset, config)
     max_output_tokens, sampling = generation_of(dataset, config)
     return build_body_templates(
         dataset,
@@ -248,7 +272,21 @@ def templates_for(dataset: Dataset, config: RunConfig, *, salt: bool) -> tuple[B
         sampling=sampling,
         salt=salt,
         send_max_tokens=config.send_max_tokens,
+        token_salting=token_salting,
     )
+
+
+def token_salting_for(dataset: Dataset, config: RunConfig) -> TokenSalting | None:
+    """Where the salt goes in each sample of ``dataset`` if it is
+    pre-tokenized (the run's tokenizer and ``--token-salt``); None for a
+    text dataset.
+
+    Raises:
+        UsageError: the salt cannot be placed (``load/token_salt.py``).
+    """
+    if not dataset.spec.pre_tokenized:
+        return None
+    return token_salting(dataset, config.tokenizer or config.model, config.token_salt)
 
 
 def generation_of(dataset: Dataset, config: RunConfig) -> tuple[int, dict[str, Any]]:
@@ -271,32 +309,31 @@ def generation_of(dataset: Dataset, config: RunConfig) -> tuple[int, dict[str, A
     return max_output_tokens, sampling
 
 
-def _check_token_route(dataset: Dataset, *, api_type: str, salt: bool) -> None:
-    """Token ids go to /v1/completions, unsalted (module docstring).  The
-    run's configuration refuses both before any load (``config/rules.py``);
-    this guards the callers that build bodies themselves."""
-    path = dataset.spec.path
+def _check_token_route(
+    dataset: Dataset, *, api_type: str, salt: bool, token_salting: TokenSalting | None
+) -> None:
+    """Token ids go to /v1/completions (module docstring); the run's
+    configuration refuses another route before any load
+    (``config/rules.py``); this guards the callers that build bodies
+    themselves."""
     if api_type != "openai-completions":
         raise UsageError(
-            f"dataset {path}: token ids (parser.input_tokens) are sent to /v1/completions "
-            "only; add --api-type openai_completions"
+            f"dataset {dataset.spec.path}: token ids (parser.input_tokens) are sent to "
+            "/v1/completions only; add --api-type openai_completions"
         )
-    if salt:
-        raise UsageError(
-            f"dataset {path}: token ids (parser.input_tokens) cannot be salted "
-            "(the salt is text); use --no-salt"
-        )
+    if salt and token_salting is None:
+        raise ValueError("salting token ids needs their token_salting (token_salting_for)")
 
 
-def _token_body(
-    token_ids: tuple[int, ...],
+def _token_doc(
     *,
     model: str,
     stream: bool,
     max_output_tokens: int,
     extra: Mapping[str, Any],
-) -> bytes:
-    doc: dict[str, Any] = {"model": model, "prompt": token_ids, "stream": stream}
+) -> dict[str, Any]:
+    # "prompt" is filled in by _encode_tokens.
+    doc: dict[str, Any] = {"model": model, "prompt": _PLACEHOLDER, "stream": stream}
     if stream:
         doc["stream_options"] = {"include_usage": True}
     doc["max_tokens"] = max_output_tokens
@@ -306,7 +343,7 @@ def _token_body(
     for key in _SAMPLING_ORDER:
         if key in extra and key != "chat_template_kwargs":
             doc[key] = extra[key]
-    return msgspec.json.encode(doc)
+    return doc
 
 
 def _chat_doc(
@@ -402,6 +439,28 @@ def _encode(doc: dict[str, Any], salted: str | None) -> BodyTemplate:
     return BodyTemplate(head=head, tail=tail)
 
 
+def _encode_tokens(
+    doc: dict[str, Any],
+    token_ids: tuple[int, ...],
+    at: int | None,
+    token_salting: TokenSalting | None,
+) -> BodyTemplate:
+    """A token body, split for the salt at id position ``at`` (None:
+    unsalted).  The ids are written as msgspec writes an int array (no
+    spaces), so a salted body is byte for byte the body of the salted ids."""
+    body = msgspec.json.encode(doc)
+    where = body.find(_PLACEHOLDER_JSON)
+    if where < 0 or body.find(_PLACEHOLDER_JSON, where + 1) >= 0:
+        raise AssertionError("prompt splice point not found exactly once")  # cannot happen
+    before, after = body[:where], body[where + len(_PLACEHOLDER_JSON) :]
+    if at is None:
+        return BodyTemplate(head=before + msgspec.json.encode(token_ids) + after)
+    assert token_salting is not None
+    head = b"".join((before, b"[", *(b"%d," % i for i in token_ids[:at])))
+    tail = b"".join((*(b",%d" % i for i in token_ids[at:]), b"]", after))
+    return BodyTemplate(head=head, tail=tail, token_salt=token_salting.token_salt)
+
+
 # Sample order ----------------------------------------------------------------------
 
 
@@ -447,9 +506,11 @@ class RequestFeed:
             is given).
         order: the sample indices to issue, in order.
         salter: the salt stream; None for unsalted queries.
+        token_salting: where the salt went in the templates of a
+            pre-tokenized dataset (for the prompt of each query).
     """
 
-    __slots__ = ("_order", "_salter", "_samples", "_templates", "last_prompt")
+    __slots__ = ("_order", "_salter", "_samples", "_templates", "_token_salting", "last_prompt")
 
     def __init__(
         self,
@@ -457,15 +518,19 @@ class RequestFeed:
         templates: Sequence[BodyTemplate],
         order: Iterator[int],
         salter: Salter | None = None,
+        token_salting: TokenSalting | None = None,
     ) -> None:
         if len(samples) != len(templates):
             raise ValueError("one body template per sample")
         if salter is not None and any(not t.tail for t in templates):
             raise ValueError("salting needs templates built with salt=True")
+        if salter is not None and token_salting is None and any(t.token_salt for t in templates):
+            raise ValueError("salted token-id templates need their token_salting")
         self._samples = samples
         self._templates = templates
         self._order = order
         self._salter = salter
+        self._token_salting = token_salting
         self.last_prompt: Prompt = ""
 
     @classmethod
@@ -501,11 +566,12 @@ class RequestFeed:
         else:
             raise ValueError(f"unknown phase {phase!r}")
         salted = salt_seed is not None
-        templates = templates_for(dataset, config, salt=salted)
+        token_salting = token_salting_for(dataset, config) if salted else None
+        templates = templates_for(dataset, config, salt=salted, token_salting=token_salting)
         if salted and salter is None:
             assert salt_seed is not None
             salter = Salter(salt_seed)
-        return cls(dataset.samples, templates, order, salter if salted else None)
+        return cls(dataset.samples, templates, order, salter if salted else None, token_salting)
 
     def __iter__(self) -> Iterator[IssuedRequest]:
         return self
@@ -524,24 +590,78 @@ class RequestFeed:
             self.last_prompt = prompt_of(sample, None)
             return index, template.render()
         hex_salt = salter.next_hex_bytes()
-        body = b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
-        self.last_prompt = prompt_of(sample, hex_salt.decode("ascii"))
+        token_salt = template.token_salt
+        if token_salt is None:
+            body = b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
+            self.last_prompt = prompt_of(sample, hex_salt.decode("ascii"))
+            return index, body
+        # A token-id body: the salt's ids, encoded once for body and prompt.
+        assert self._token_salting is not None and sample.token_ids is not None
+        salt_ids = token_salt.salt_ids(hex_salt)
+        body = b"".join((template.head, b",".join(b"%d" % i for i in salt_ids), template.tail))
+        self.last_prompt = TokenPrompt(
+            self._token_salting.insert(sample.token_ids, index, salt_ids)
+        )
         return index, body
 
 
 def salted_body(template: BodyTemplate, hex_salt: bytes | None) -> bytes:
     """A query's body: ``template`` with the salt ``hex_salt`` (16 hex
-    digits) spliced in, or unsalted when None."""
+    digits) spliced in -- as text, or as ids in a token-id body -- or
+    unsalted when None."""
     if hex_salt is None:
         return template.render()
+    if template.token_salt is not None:
+        return b"".join((template.head, template.token_salt.salt_json(hex_salt), template.tail))
     return b"".join((template.head, b"[", hex_salt, b"] ", template.tail))
+
+
+class IssuedPrompts:
+    """What each query asked (the ISSUED prompt, the ISL's input) from its
+    sample index and salt: for a caller that has the salts but not the
+    bodies (``scale/driver.py``, whose engines build the bodies).
+
+    Args:
+        samples: the dataset's samples.
+        token_salting: where the salt goes in a pre-tokenized dataset's
+            samples (:func:`token_salting_for`); None for a text dataset or
+            an unsalted phase.
+    """
+
+    __slots__ = ("_samples", "_token_salting")
+
+    def __init__(self, samples: Sequence[Sample], token_salting: TokenSalting | None) -> None:
+        self._samples = samples
+        self._token_salting = token_salting
+
+    @classmethod
+    def for_run(cls, dataset: Dataset, config: RunConfig, *, salt: bool) -> IssuedPrompts:
+        """The prompts of ``dataset``'s queries under ``config``, salted when ``salt``."""
+        return cls(dataset.samples, token_salting_for(dataset, config) if salt else None)
+
+    def __call__(self, index: int, salt_text: str | None) -> Prompt:
+        sample = self._samples[index]
+        if sample.token_ids is None or salt_text is None:
+            return prompt_of(sample, salt_text)
+        if self._token_salting is None:
+            raise ValueError("a salted token-id query needs the dataset's token_salting")
+        return TokenPrompt(
+            self._token_salting.salted_ids(sample.token_ids, index, salt_text.encode("ascii"))
+        )
 
 
 def prompt_of(sample: Sample, salt_text: str | None) -> Prompt:
     """What a query of ``sample`` asked (the ISSUED prompt, the ISL's input),
-    salted with ``salt_text`` unless None."""
+    salted with ``salt_text`` unless None.  A salted token-id query needs
+    where its salt went: :class:`IssuedPrompts`.
+
+    Raises:
+        ValueError: ``sample`` is token ids and ``salt_text`` is given.
+    """
     if sample.token_ids is not None:
-        return TokenPrompt(sample.token_ids)  # never salted (module docstring)
+        if salt_text is not None:
+            raise ValueError("the salted prompt of token ids is IssuedPrompts' to build")
+        return TokenPrompt(sample.token_ids)
     if salt_text is None:
         return sample.prompt if sample.prompt is not None else _messages(sample)
     if sample.prompt is not None:

@@ -40,7 +40,7 @@ from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
 from ..errors import MlpeError
 from ..load.dataset import Dataset
-from ..load.requests import Prompt, prompt_of, shuffled_order
+from ..load.requests import IssuedPrompts, Prompt, shuffled_order
 from ..load.salt import Salter
 from .engine_process import EngineSetup
 from .leases import LeaseBook
@@ -256,6 +256,8 @@ async def run_on_engines(
         )
         for e in range(engines)
     ]
+    # Before any engine starts: a salt that cannot be placed is refused here.
+    prompts = IssuedPrompts.for_run(dataset, config, salt=config.salt)
     group = make_group(setups, book)
     on_group(group)
     cpu_before = os.times()
@@ -275,12 +277,11 @@ async def run_on_engines(
             )
         if config.max_duration_s is not None:  # --max-duration: a cap on issuing
             loop.call_later((t0 - monotonic_ns()) / 1e9 + config.max_duration_s, group.stop_issuing)
-        samples = dataset.samples
 
         def merge(engine: int, batch: Batch) -> None:
             for k, record in zip(batch.keys, batch.records, strict=True):
                 index, salt = book.query(k)
-                on_record(record, prompt_of(samples[index], salt))
+                on_record(record, prompts(index, salt))
 
         await group.run(t0, merge)
     finally:

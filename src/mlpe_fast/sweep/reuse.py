@@ -75,6 +75,7 @@ _FLAGS: dict[tuple[str, ...], str] = {
     ("mlpe_fast", "mode"): "--mode",
     ("mlpe_fast", "salt"): "--salt",
     ("mlpe_fast", "salt_random_seed"): "--salt-seed",
+    ("mlpe_fast", "token_salt"): "--token-salt",
     ("mlpe_fast", "timeouts"): "--timeout-*",
     ("mlpe_fast", "http2"): "--http2",
     ("mlpe_fast", "send_max_tokens"): "--send-max-tokens",
