@@ -169,6 +169,23 @@ def test_a_duration_with_whole_passes_ends_on_a_pass_boundary(
     assert report["leases"]["granted"] == report["leases"]["recorded"] == result.stats.issued
 
 
+def test_engines_continue_the_warmup_s_salt_stream(tmp_path: Path, endpoint: str) -> None:
+    # the warmup runs here, the measured phase on two engines: no measured
+    # query repeats a warmup query's salt (one stream, the reference's)
+    import re
+
+    _run(_config(tmp_path, "salted", engines=2, warmup_requests=8), endpoint)
+
+    def salts(name: str) -> list[str]:
+        text = (tmp_path / "salted" / name).read_text()
+        issued = [line for line in text.splitlines() if '"sample.issued"' in line]
+        return [s for line in issued for s in re.findall(r"\[([0-9a-f]{16})\] ", line)]
+
+    warm, measured = salts("warmup_events.jsonl"), salts("events.jsonl")
+    assert len(warm) == 8 and len(measured) == len(set(measured)) == 160
+    assert not set(warm) & set(measured)
+
+
 @pytest.mark.parametrize("engines", [1, 2])
 def test_a_duration_with_a_minimum_of_passes_issues_them(
     tmp_path: Path, endpoint: str, engines: int

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,6 +93,19 @@ def test_warmup_has_its_own_log(tmp_path: Path) -> None:
     assert not warm_ids & {e["sample_uuid"] for e in measured}
     summary = json.loads((run / "performance" / "result_summary.json").read_bytes())
     assert summary["n_samples_issued"] == 48
+    # one salt stream for both phases (the reference's one generator): no
+    # measured query repeats a warmup query's salt
+    assert not _salts(warm) & _salts(measured)
+    assert len(_salts(measured)) == 48 and len(_salts(warm)) == 8
+
+
+def _salts(events: list[dict[str, object]]) -> set[str]:
+    """The salts of the ISSUED lines' prompts (``[<16 hex>] ...``)."""
+    found: set[str] = set()
+    for event in events:
+        if event["event_type"] == "sample.issued":
+            found.update(re.findall(r"\[([0-9a-f]{16})\] ", json.dumps(event["data"])))
+    return found
 
 
 def test_reasoning_is_counted_through_the_chat_template(tmp_path: Path) -> None:

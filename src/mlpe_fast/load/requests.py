@@ -533,6 +533,12 @@ class RequestFeed:
         self._token_salting = token_salting
         self.last_prompt: Prompt = ""
 
+    @property
+    def salter(self) -> Salter | None:
+        """The feed's salt stream (None: unsalted), to continue in a later
+        phase (:meth:`for_phase`)."""
+        return self._salter
+
     @classmethod
     def for_phase(
         cls,

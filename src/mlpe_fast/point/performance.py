@@ -30,6 +30,7 @@ from ..engine.record import RequestRecord
 from ..errors import SetupError
 from ..load.dataset import Dataset
 from ..load.requests import Prompt, RequestFeed, TokenPrompt
+from ..load.salt import Salter
 from ..load.scheduler import Phase, run_phase
 from ..metrics.tokens import TokenCounter, count_job
 from ..report.progress import Progress
@@ -64,10 +65,10 @@ class LocalPerformance:
 
     async def run(self, point: Point) -> Measured:
         config, dataset, events = point.config, self.dataset, point.writer.events
-        async with _warmed_up(point, dataset):
+        async with _warmed_up(point, dataset) as salter:
             if point.interrupt.requested:
                 return Measured()
-            feed = RequestFeed.for_phase(dataset, config, "performance")
+            feed = RequestFeed.for_phase(dataset, config, "performance", salter=salter)
             phase = Phase(
                 config.load_pattern,
                 concurrency=config.concurrency,
@@ -122,7 +123,7 @@ class EnginesPerformance:
             point.writer.events,
             point.progress,
         )
-        async with _warmed_up(point, dataset):
+        async with _warmed_up(point, dataset) as salter:
             if point.interrupt.requested:
                 return Measured()
             chat = config.api_type == "openai"
@@ -153,6 +154,7 @@ class EnginesPerformance:
                     on_start=on_start,
                     on_group=point.interrupt.watch,
                     make_group=self.plan.make_group,
+                    salter=salter,
                 )
             except EngineStartError as error:
                 raise SetupError(str(error)) from None
@@ -169,16 +171,23 @@ class EnginesPerformance:
 
 
 @contextlib.asynccontextmanager
-async def _warmed_up(point: Point, dataset: Dataset) -> AsyncIterator[None]:
-    """The warmup before a measured phase (``--warmup-requests``); an
-    undrained warmup's last responses are awaited on the way out (a signal
-    ends them as Cancelled, as the rest), or cancelled if the phase failed."""
-    warming = await _warmup(point, dataset) if point.config.warmup_requests else None
+async def _warmed_up(point: Point, dataset: Dataset) -> AsyncIterator[Salter | None]:
+    """The warmup before a measured phase (``--warmup-requests``); yields
+    the salt stream the measured phase continues (None: its own), so that
+    no measured query repeats a warmup query's salt: the reference draws
+    both phases' salts from one generator when their seeds agree (the
+    default).  An undrained warmup's last responses are awaited on the way
+    out (a signal ends them as Cancelled, as the rest), or cancelled if the
+    phase failed."""
+    warming, feed = await _warmup(point, dataset) if point.config.warmup_requests else (None, None)
+    salter = None if feed is None else feed.salter
+    if salter is not None and salter.seed != point.config.seeds.salt_seed:
+        salter = None  # seeds set apart: two streams, as asked
     if warming is None:
-        yield
+        yield salter
         return
     try:
-        yield
+        yield salter
     except BaseException:
         warming.cancel()
         await asyncio.gather(warming, return_exceptions=True)
@@ -186,7 +195,7 @@ async def _warmed_up(point: Point, dataset: Dataset) -> AsyncIterator[None]:
     await warming
 
 
-async def _warmup(point: Point, dataset: Dataset) -> asyncio.Task[None] | None:
+async def _warmup(point: Point, dataset: Dataset) -> tuple[asyncio.Task[None] | None, RequestFeed]:
     """Requests that warm connections and the endpoint; not measured, but
     logged in ``warmup_events.jsonl`` (spec §2.4: warmup logs are kept).
 
@@ -194,7 +203,8 @@ async def _warmup(point: Point, dataset: Dataset) -> asyncio.Task[None] | None:
     measured phase starts; without (the default), it starts as soon as the
     last warmup request is out, so the endpoint never idles in between, and
     the phase still in flight is returned for the caller to await before the
-    client closes (its records go to the warmup log as they end)."""
+    client closes (its records go to the warmup log as they end), with the
+    warmup's feed."""
     config, events = point.config, point.writer.warmup_events
     feed = RequestFeed.for_phase(dataset, config, "warmup")
     phase = Phase(
@@ -229,12 +239,12 @@ async def _warmup(point: Point, dataset: Dataset) -> asyncio.Task[None] | None:
     )
     if config.warmup_drain:
         await warming
-        return None
+        return None, feed
     await asyncio.wait({warming, issued}, return_when=asyncio.FIRST_COMPLETED)
     if warming.done():
         warming.result()  # a failure of the phase itself is not hidden
-        return None
-    return warming
+        return None, feed
+    return warming, feed
 
 
 @contextlib.contextmanager

@@ -212,8 +212,12 @@ async def run_on_engines(
     on_start: Callable[[int], object] = lambda t0: None,
     on_group: Callable[[EngineGroup], object] = lambda group: None,
     make_group: Callable[[list[EngineSetup], LeaseBook], EngineGroup],
+    salter: Salter | None = None,
 ) -> EngineRun:
     """Runs the performance phase of ``config`` on ``engines`` processes.
+
+    ``salter``: the salt stream to continue (the warmup's), else the
+    performance seed's own.
 
     ``on_record(record, prompt)`` runs on the loop for each record as its
     batch arrives, ``on_start(t0)`` once the start instant is fixed, and
@@ -236,7 +240,7 @@ async def run_on_engines(
     seeds = config.seeds
     book = LeaseBook(
         shuffled_order(len(dataset), seeds.sample_index),
-        Salter(seeds.salt_seed) if config.salt else None,
+        (salter or Salter(seeds.salt_seed)) if config.salt else None,
         limit=max_requests,
         sharers=1 if offline else engines,
     )
