@@ -233,11 +233,15 @@ def _split_at_salt(
     return sent[at : at + extra]
 
 
+@pytest.mark.parametrize(
+    "warmup", [(), ("--warmup-requests", "2", "--no-warmup-salt")], ids=["", "after a warmup"]
+)
 def test_a_token_salt_that_cannot_be_placed_is_one_line_and_status_2(
-    endpoint: str, token_dataset: str, capsys: pytest.CaptureFixture[str]
+    endpoint: str, token_dataset: str, capsys: pytest.CaptureFixture[str], warmup: tuple[str, ...]
 ) -> None:
-    # the demo tokenizer has no chat template: no user header to salt after
-    flags = ("--api-type", "openai_completions", "--num-samples", "2")
+    # the demo tokenizer has no chat template: no user header to salt after;
+    # said before any load, an unsalted warmup's included
+    flags = ("--api-type", "openai_completions", "--num-samples", "2", *warmup)
     assert main(_run(endpoint, "unplaceable", token_dataset, *flags)) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("mlpe-fast: dataset ")

@@ -30,6 +30,7 @@ from ..engine.replicas import AnyClient
 from ..errors import UsageError
 from ..load.agentic import AgenticDataset, AgenticSettings, load_agentic
 from ..load.dataset import Dataset, load_dataset
+from ..load.requests import token_salting_for
 from ..metrics.chat_template import ChatTemplate, tokenizer_dir
 from ..metrics.tokens import TokenCounter, load_tokenizer
 from ..report.progress import Progress
@@ -95,6 +96,8 @@ def load_inputs(config: RunConfig) -> PointInputs:
         if not config.performance_datasets:
             raise UsageError("no performance dataset: pass --dataset PATH[,parser.prompt=COLUMN]")
         dataset = load_dataset(config.performance_datasets[0])
+        if config.salt or (config.warmup_requests and config.warmup_salt):
+            token_salting_for(dataset, config)  # a salt that cannot be placed: before any load
     accuracy = (
         [load_dataset(spec) for spec in config.accuracy_datasets] if config.mode != "perf" else []
     )
