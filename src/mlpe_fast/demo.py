@@ -72,8 +72,9 @@ def simulated_endpoint(
     """
     server = ["-m", "mlpe_fast.sim.server"] if script is None else [script]
     proc = subprocess.Popen(
-        # --exit-with-parent: a run killed with SIGKILL leaves no server behind
-        [sys.executable, *server, "--port", "0", "--exit-with-parent", *flags],
+        # --exit-with-parent: a run killed with SIGKILL leaves no server behind,
+        # even one killed before the server first looked for it (our pid)
+        [sys.executable, *server, "--port", "0", "--exit-with-parent", str(os.getpid()), *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -152,6 +152,29 @@ def test_a_killed_demo_leaves_no_simulated_endpoint_behind(tmp_path: Path) -> No
     assert not alive, "the simulated endpoint outlived the killed run"
 
 
+def test_a_server_whose_parent_went_before_it_looked_stops_at_once() -> None:
+    # the race the demo's kill can hit: its parent gone before the server
+    # first read getppid() (it would read its adopter's pid and wait for
+    # ever); the starter's pid given with the flag is compared instead
+    not_its_parent = str(os.getpid() + 10**6)  # as if its parent had gone
+    command = [sys.executable, "-m", "mlpe_fast.sim.server", "--port", "0"]
+    server = subprocess.Popen(
+        [*command, "--exit-with-parent", not_its_parent],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.wait(20) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        assert server.stdout is not None and server.stderr is not None
+        server.stdout.close()
+        server.stderr.close()
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"

@@ -542,23 +542,30 @@ class SimServerThread:
 
 
 def serve_forever(
-    config: SimConfig | None = None, *, out: TextIO | None = None, exit_with_parent: bool = False
+    config: SimConfig | None = None,
+    *,
+    out: TextIO | None = None,
+    exit_with_parent: int | None = None,
 ) -> None:
     """Runs the endpoint until SIGINT or SIGTERM (the CLI's ``serve``).
 
     Prints one line with the URL to ``out`` (default stdout) once listening.
-    ``exit_with_parent`` (``--exit-with-parent``): also stop when the
-    process that started this one is gone, so that a demo run killed with
-    SIGKILL leaves no server behind (it cannot stop its child itself).
+    ``exit_with_parent`` (``--exit-with-parent [PID]``): also stop when the
+    parent process is gone, so that a demo run killed with SIGKILL leaves no
+    server behind (it cannot stop its child itself).  A PID names the
+    parent as its starter knew it: a parent killed before this process
+    first looked (it would then read its adopter as its parent, and wait
+    for ever) is seen as gone at once; 0 takes the parent of now.
 
     Raises:
         BindError: it cannot listen there (the port is in use, say).
     """
     cfg = config if config is not None else SimConfig()
+    parent = None if exit_with_parent is None else exit_with_parent or os.getppid()
     loop = new_event_loop(cfg.loop)
     try:
         loop.run_until_complete(
-            _serve_until_signal(cfg, out if out is not None else sys.stdout, exit_with_parent)
+            _serve_until_signal(cfg, out if out is not None else sys.stdout, parent)
         )
     except KeyboardInterrupt:  # where signal handlers cannot be installed
         pass
@@ -573,17 +580,16 @@ def serve_forever(
 _PARENT_CHECK_S = 0.5
 
 
-async def _watch_parent(stop: asyncio.Event) -> None:
-    parent = os.getppid()
+async def _watch_parent(stop: asyncio.Event, parent: int) -> None:
     while os.getppid() == parent:  # an orphan is adopted: its parent id changes
         await asyncio.sleep(_PARENT_CHECK_S)
     stop.set()
 
 
-async def _serve_until_signal(cfg: SimConfig, out: TextIO, exit_with_parent: bool = False) -> None:
+async def _serve_until_signal(cfg: SimConfig, out: TextIO, parent: int | None = None) -> None:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    watch = loop.create_task(_watch_parent(stop)) if exit_with_parent else None
+    watch = loop.create_task(_watch_parent(stop, parent)) if parent is not None else None
     installed: list[signal.Signals] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -631,8 +637,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--port", type=int, default=d.port, help="port; 0 picks a free one")
     g.add_argument(
         "--exit-with-parent",
-        action="store_true",
-        help="stop when the process that started this one is gone (the demo's own server)",
+        nargs="?",
+        type=int,
+        const=0,
+        default=None,
+        metavar="PID",
+        help="stop when the process that started this one (or PID, which the starter gives so "
+        "that a parent gone before the server looked is seen too) is gone: the demo's own server",
     )
     g.add_argument("--model", default=d.model, help="model name served (default %(default)s)")
     g.add_argument("--ttft-ms", type=float, default=0.0, help="mean time to first token, ms")
