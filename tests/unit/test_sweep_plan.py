@@ -297,7 +297,7 @@ def test_the_plan_says_when_no_window_can_be_official() -> None:
 
     short = msgspec.structs.replace(BASE, num_samples=300, duration_s=None)
     [line] = steady_state_problems(short, 96)
-    assert line.startswith("steady-state: --num-samples 300 is fewer than 4 passes")
+    assert line.startswith("steady-state: 300 samples per point are fewer than 4 passes")
     assert steady_state_problems(msgspec.structs.replace(short, num_samples=384), 96) == []
     timed = msgspec.structs.replace(BASE, num_samples=None, duration_s=30.0)
     [line] = steady_state_problems(timed, 96)

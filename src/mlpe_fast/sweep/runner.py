@@ -421,10 +421,10 @@ def steady_state_problems(config: RunConfig, dataset_size: int) -> list[str]:
     needed = MIN_TREND_N * dataset_size
     if config.num_samples is not None and config.num_samples < needed:
         return [
-            f"steady-state: --num-samples {config.num_samples} is fewer than {MIN_TREND_N} "
-            f"passes of the {dataset_size:,}-sample dataset ({needed:,}): no point's "
-            "steady-state window can be official (spec §1.4); its whole-run figures will be "
-            "its result"
+            f"steady-state: {config.num_samples:,} samples per point are fewer than "
+            f"{MIN_TREND_N} passes of the {dataset_size:,}-sample dataset ({needed:,}): no "
+            "point's steady-state window can be official (spec §1.4); its whole-run figures "
+            "will be its result"
         ]
     if (
         config.num_samples is None
