@@ -206,9 +206,9 @@ def test_a_token_dataset_is_salted_by_default_in_the_token_stream(
         assert len(salt) == 19 and salt[0] == "[" and salt[-2:] == "] "
         int(salt[1:17], 16)  # 16 hex digits: 64 bits
         salts.append(salt)
-    # distinct across the measured queries (the warmup's salt stream is drawn
-    # with the same default seed, mlpe_fast.load.salt)
-    assert len(set(salts[2:])) == len(salts[2:])
+    # distinct across every query: the measured phase continues the warmup's
+    # salt stream (one generator, as the reference)
+    assert len(set(salts)) == len(salts)
 
     issued = [
         json.loads(line)["data"]
@@ -218,6 +218,35 @@ def test_a_token_dataset_is_salted_by_default_in_the_token_stream(
     assert sorted(tuple(data[2]) for data in issued) == sorted(received[2:])
     summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
     assert summary["input_sequence_lengths"]["total"] == sum(map(len, received[2:]))
+
+
+def test_token_salt_start_puts_the_salt_before_the_first_id(
+    endpoint: str, harmony_tokenizer: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --token-salt start: every prompt is the salt's ids, then a sample's ids
+    # unchanged (no header is looked for)
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(harmony_tokenizer / "tokenizer.json"))
+    samples = [tuple(tokenizer.encode(q).ids) for q in ("What is hex?", "You are helpful.")]
+    path = tmp_path / "plain.jsonl"
+    path.write_text("".join(json.dumps({"ids": list(ids)}) + "\n" for ids in samples))
+    args = [
+        *("run", "--no-progress", "--endpoints", endpoint, "--model", "salt-first"),
+        *("--tokenizer", str(harmony_tokenizer), "--dataset", f"{path},parser.input_tokens=ids"),
+        *("--max-output-tokens", "4", "--api-type", "openai_completions", "--num-samples", "6"),
+        *("--token-salt", "start"),
+    ]
+    assert main(args) == 0, capsys.readouterr().err
+    received = read_token_prompts(endpoint, "salt-first")
+    assert len(received) == 6
+    salts = set()
+    for sent in received:
+        (sample,) = [s for s in samples if sent[len(sent) - len(s) :] == s]
+        salt = tokenizer.decode(list(sent[: len(sent) - len(sample)]), skip_special_tokens=False)
+        assert len(salt) == 19 and salt[0] == "[" and salt[-2:] == "] "
+        salts.add(salt)
+    assert len(salts) == 6  # a salt of its own for each query
 
 
 def _split_at_salt(
