@@ -252,7 +252,7 @@ def deepseek_r1_exact_match(
     if code and grade_code is not None:
         verdicts = grade_code([c[0] for c in code], [c[1] for c in code])
     ungraded = len(code) if verdicts is None else 0
-    for (_, _, name), hit in zip(code, verdicts or (), strict=False):
+    for (_, _, name), hit in zip(code, verdicts or (), strict=verdicts is not None):
         samples[name] = samples.get(name, 0) + 1
         correct[name] = correct.get(name, 0) + int(hit)
     graded = sum(samples.values())

@@ -77,7 +77,7 @@ import msgspec
 from ..errors import UsageError
 from .dataset import Dataset, Sample
 from .salt import Salter
-from .token_salt import TokenSalt, TokenSalting, token_salting
+from .token_salt import TokenSalt, TokenSalting, ids_json, token_salting
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -604,7 +604,7 @@ class RequestFeed:
         # A token-id body: the salt's ids, encoded once for body and prompt.
         assert self._token_salting is not None and sample.token_ids is not None
         salt_ids = token_salt.salt_ids(hex_salt)
-        body = b"".join((template.head, b",".join(b"%d" % i for i in salt_ids), template.tail))
+        body = b"".join((template.head, ids_json(salt_ids), template.tail))
         self.last_prompt = TokenPrompt(
             self._token_salting.insert(sample.token_ids, index, salt_ids)
         )

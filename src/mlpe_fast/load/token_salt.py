@@ -168,6 +168,11 @@ def _rfind(ids: array[int], marker: Sequence[int]) -> int:
         end = at + len(needle) - 1  # a match across id boundaries: look further left
 
 
+def ids_json(ids: Sequence[int]) -> bytes:
+    """Ids as they go inside a JSON array: ``b"17,4,98"``."""
+    return b",".join(b"%d" % i for i in ids)
+
+
 class TokenSalt:
     """A run's salt in ids: the tokenizer that encodes it and the marker it
     follows (None: the salt goes before the first id)."""
@@ -187,7 +192,7 @@ class TokenSalt:
 
     def salt_json(self, hex_salt: bytes) -> bytes:
         """The salt's ids as they go into a JSON array: ``b"17,4,98"``."""
-        return b",".join(b"%d" % i for i in self.salt_ids(hex_salt))
+        return ids_json(self.salt_ids(hex_salt))
 
     def insertion_point(self, ids: Sequence[int]) -> int | None:
         """Where in ``ids`` the salt goes; None when the marker is missing."""
