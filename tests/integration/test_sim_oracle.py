@@ -294,7 +294,58 @@ def test_unknown_prompt_is_a_loud_404(data: Path) -> None:
                 None, _raw, server.port, "/v1/completions", {"model": "m", "prompt": [1, 2, 3]}
             )
             assert status == 404
-            assert "no text prompt" in doc["error"]["message"]
+            assert (
+                "no sample of data.jsonl has the token ids '[1, 2, 3]'" in doc["error"]["message"]
+            )
+
+    asyncio.run(main())
+
+
+TOKEN_ROWS = [
+    {"ids": [7, 1, 2, 3, 4, 5, 6, 7, 8, 9], "ground_truth": "ten"},
+    {"ids": [7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 9], "ground_truth": "eleven"},
+    {"ids": [5, 9], "ground_truth": "short"},
+]
+
+
+def test_token_id_prompts_are_answered_with_or_without_a_salt_run(tmp_path: Path) -> None:
+    """A token-id oracle dataset answers the ids as sent, and the ids with
+    one run inserted anywhere (the salt: after the user header, or first)."""
+    path = write_jsonl(tmp_path / "ids.jsonl", TOKEN_ROWS)
+    oracle = load_oracle(parse_oracle_arg(f"{path},parser.input_tokens=ids"))
+    ten, eleven, short = (tuple(r["ids"]) for r in TOKEN_ROWS)
+    assert oracle.answer(ten) == "ten" and oracle.answer(eleven) == "eleven"
+    salt = (40, 41, 42)
+    assert oracle.answer(ten[:1] + salt + ten[1:]) == "ten"  # after a one-id header
+    assert oracle.answer(salt + eleven) == "eleven"  # --token-salt start
+    assert oracle.answer(short[:1] + salt + short[1:]) == "short"
+    # a salt that starts like the ids it precedes is still one run
+    assert oracle.answer((*ten[:1], 1, 99, *ten[1:])) == "ten"
+    # long samples are found by their tail, or by their head when the salt is near the end
+    long_rows = {tuple(range(100, 100 + n)): str(n) for n in (12, 20)}
+    indexed = Oracle(long_rows)
+    twenty = tuple(range(100, 120))
+    assert indexed.answer(twenty[:5] + salt + twenty[5:]) == "20"
+    assert indexed.answer(twenty[:18] + salt + twenty[18:]) == "20"
+    assert indexed.answer(salt + twenty[:12]) == "12"
+    # a changed id is not a salt, nor is a missing one
+    assert oracle.answer((*ten[:-1], 0)) is None
+    assert oracle.answer(ten[1:]) is None
+    assert oracle.answer((1, 2)) is None
+
+
+def test_a_token_id_prompt_is_answered_over_the_wire(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "ids.jsonl", TOKEN_ROWS)
+    config = oracle_config("--oracle", f"{path},parser.input_tokens=ids")
+
+    async def main() -> None:
+        async with SimServer(config) as server, Client(server.url) as client:
+            sent = [7, 50, 51, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+            record = await client.request(
+                {"model": "m", "prompt": sent, "stream": True}, path="/v1/completions"
+            )
+            assert record.error_class is None
+            assert record.response.content == "ten"
 
     asyncio.run(main())
 

@@ -199,6 +199,10 @@ def config_to_yaml_dict(
     }
     if config.token_salt != "user":
         out["mlpe_fast"]["token_salt"] = config.token_salt
+    if config.harmony != "auto":
+        out["mlpe_fast"]["harmony"] = config.harmony
+    if config.harmony_date is not None:  # the prompts' date: the run repeats token for token
+        out["mlpe_fast"]["harmony_date"] = config.harmony_date
     if config.send_max_tokens:
         out["mlpe_fast"]["send_max_tokens"] = True
     if config.min_passes:

@@ -18,6 +18,7 @@ __all__ = (
     "API_TYPES_SHOWN",
     "API_TYPES_UNSUPPORTED",
     "BENCHMARK_MODES",
+    "HARMONY_MODES",
     "LOAD_PATTERNS",
     "LOAD_PATTERNS_SHOWN",
     "LOAD_PATTERNS_UNSUPPORTED",
@@ -29,6 +30,7 @@ __all__ = (
     "TOKEN_SALT_PLACEMENTS",
     "ApiType",
     "BenchmarkMode",
+    "HarmonyMode",
     "LoadPattern",
     "Mode",
     "OfflineKind",
@@ -50,6 +52,8 @@ TestType = Literal["offline", "online", "submission", "eval"]
 BenchmarkMode = Literal["offline", "online"]
 #: Where a token-id prompt's salt goes (``load/token_salt.py``).
 TokenSaltPlacement = Literal["user", "start"]
+#: Whether text prompts on a token route are encoded in Harmony (``load/harmony.py``).
+HarmonyMode = Literal["auto", "on", "off"]
 
 # The reference's ``max_throughput`` is mlpe-fast's Offline burst; both
 # spellings of each name are accepted, as YAML and flags spell them apart.
@@ -90,3 +94,4 @@ TEST_TYPES: Mapping[str, TestType] = {
 }
 BENCHMARK_MODES: Mapping[str, BenchmarkMode] = {"offline": "offline", "online": "online"}
 TOKEN_SALT_PLACEMENTS: Mapping[str, TokenSaltPlacement] = {"user": "user", "start": "start"}
+HARMONY_MODES: Mapping[str, HarmonyMode] = {"auto": "auto", "on": "on", "off": "off"}

@@ -9,6 +9,7 @@ converter takes both (``"16"`` and ``16``; ``"true"`` and ``true``).
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -193,6 +194,23 @@ def one_of(
         return choice(given, allowed, unsupported or {}, shown)
 
     return convert
+
+
+def harmony(given: Given) -> choices.HarmonyMode:
+    """auto, on or off (a YAML boolean is on or off)."""
+    if isinstance(given.value, bool):  # YAML 1.1 reads a bare `on`/`off` as a boolean
+        return "on" if given.value else "off"
+    mode: choices.HarmonyMode = choice(given, choices.HARMONY_MODES, {})
+    return mode
+
+
+def iso_date(given: Given) -> str:
+    """A calendar date, ``YYYY-MM-DD``."""
+    value, where = given
+    try:
+        return datetime.date.fromisoformat(str(value).strip()).isoformat()
+    except ValueError:
+        raise UsageError(f"{where}: expected a date as YYYY-MM-DD, got {short(value)}") from None
 
 
 def streaming(given: Given) -> choices.Streaming:

@@ -11,6 +11,7 @@ cannot run, rather than leave a setting silently unused.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -24,6 +25,13 @@ from ..engine.client import REDACTED
 from ..errors import UsageError
 from ..load.agentic import AgenticSettings
 from ..load.dataset import DatasetSpec
+from ..load.harmony import (
+    HARMONY_EFFORTS,
+    PHASE_EFFORT,
+    HarmonyEffort,
+    HarmonyPrompts,
+    harmony_encoder,
+)
 from ..load.salt import default_salt_seed
 from .endpoints import ROUTES, named_route
 from .given import GivenSettings
@@ -45,6 +53,7 @@ __all__ = (
     "default_name",
     "derived_seeds",
     "durations_in_order",
+    "harmony_datasets",
     "load_pattern_of_the_test_type",
     "mode_of_the_test_type",
     "model_with_endpoints",
@@ -410,6 +419,72 @@ def agentic_offline(given: GivenSettings, values: Values) -> Values:
     return {"offline": "none"}
 
 
+def harmony_datasets(given: GivenSettings, values: Values) -> Values:
+    """Text prompts on ``/v1/completions`` are encoded in gpt-oss's Harmony
+    format and sent as ids, as the reference's completions adapter does with
+    every text prompt (its ``Harmonize`` transform; reference-client.md
+    §11): with ``--harmony auto`` when the run's tokenizer is a Harmony
+    vocabulary, with ``on`` always (a tokenizer without the tokens is then
+    refused).  The effort of each dataset is its own
+    ``chat_template_kwargs.reasoning_effort``, else the run's, else the
+    phase's MLPerf value (``load/harmony.py``); the date is
+    ``--harmony-date``, else the day of the run, recorded in the run's
+    configuration."""
+    mode = values["harmony"]
+    datasets: tuple[DatasetSpec, ...] = values["datasets"]
+    text = [d for d in datasets if d.input_tokens_column is None and d.agentic is None]
+    if mode == "off" or not text:
+        return _NONE
+    if values["api_type"] != "openai-completions":
+        if mode == "on":
+            raise UsageError(
+                f"{given.where('harmony', '--harmony')} on: Harmony prompts are sent as token "
+                "ids to /v1/completions; add --api-type openai_completions"
+            )
+        return _NONE
+    tokenizer = values["tokenizer"] or values["model"]
+    try:
+        harmony_encoder(tokenizer)
+    except UsageError as error:
+        if mode == "auto":  # not a Harmony vocabulary: the prompts stay text
+            return _NONE
+        raise UsageError(f"{given.where('harmony', '--harmony')} on: {error}") from error
+    date = values["harmony_date"] or datetime.date.today().isoformat()
+    run_kwargs = values["generation.chat_template_kwargs"] or {}
+    changed = []
+    for spec in datasets:
+        if spec in text:
+            kwargs = {**run_kwargs, **(_override_kwargs(spec) or {})}
+            effort = _harmony_effort(spec, kwargs.get("reasoning_effort"))
+            prompts = HarmonyPrompts(
+                tokenizer=tokenizer, reasoning_effort=effort, conversation_start_date=date
+            )
+            spec = msgspec.structs.replace(spec, harmony=prompts)
+        changed.append(spec)
+    return {"datasets": tuple(changed), "harmony_date": date}
+
+
+def _override_kwargs(spec: DatasetSpec) -> dict[str, Any] | None:
+    override = spec.generation_override
+    return None if override is None else override.chat_template_kwargs
+
+
+def _harmony_effort(spec: DatasetSpec, given: object) -> HarmonyEffort:
+    """The dataset's reasoning effort: ``given`` (its
+    ``chat_template_kwargs.reasoning_effort``, any case, as the reference
+    reads it), else its phase's."""
+    if given is None:
+        return PHASE_EFFORT[spec.type]
+    effort = str(given).strip().lower()
+    for known in HARMONY_EFFORTS:
+        if effort == known:
+            return known
+    raise UsageError(
+        f"dataset {spec.display_name}: chat_template_kwargs.reasoning_effort {given!r} is not "
+        f"one of {', '.join(HARMONY_EFFORTS)}"
+    )
+
+
 def token_datasets(given: GivenSettings, values: Values) -> Values:
     """A pre-tokenized dataset (``parser.input_tokens``) is sent as
     ``prompt: [id, ...]`` to ``/v1/completions``: the chat route has no
@@ -466,8 +541,9 @@ RULES: tuple[Rule, ...] = (
     durations_in_order,
     warmup_from_yaml,
     derived_seeds,
-    token_datasets,
     agentic_datasets,
+    harmony_datasets,
+    token_datasets,
     agentic_run_limits,
     agentic_requests,
     agentic_offline,

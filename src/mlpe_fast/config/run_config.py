@@ -15,6 +15,7 @@ from ..load.dataset import DatasetSpec
 from ..load.salt import default_salt_seed
 from .choices import (
     ApiType,
+    HarmonyMode,
     LoadPattern,
     Mode,
     OfflineKind,
@@ -135,6 +136,12 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         token_salt: where the salt goes in a token-id prompt: "user" (after
             the user turn's header) or "start" (before the first id); see
             ``load/token_salt.py``.
+        harmony: whether text prompts on ``/v1/completions`` are encoded
+            in the Harmony format (``load/harmony.py``): "auto" (when the
+            tokenizer has the Harmony tokens), "on" or "off"; the datasets
+            it applies to carry their ``DatasetSpec.harmony``.
+        harmony_date: the Harmony system message's date (filled in with
+            the day of the run when Harmony applies).
         name: benchmark name (YAML ``name``; by default "online_benchmark"
             or "offline_benchmark", as the reference derives it).
         use_legacy_loadgen_qps_metrics: the reference's Poisson QPS window
@@ -207,6 +214,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     seeds: Seeds = Seeds()
     salt: bool = default_of("salt")
     token_salt: TokenSaltPlacement = default_of("token_salt")
+    harmony: HarmonyMode = default_of("harmony")
+    harmony_date: str | None = default_of("harmony_date")
     name: str = default_of("name")
     use_legacy_loadgen_qps_metrics: bool = default_of("use_legacy_loadgen_qps_metrics")
     mode: Mode = default_of("mode")

@@ -360,6 +360,22 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.token_salt",),
     ),
     Setting(
+        # gpt-oss-120b's accuracy datasets: text encoded client-side (load/harmony.py)
+        name="harmony", default="auto", convert=coerce.harmony,
+        flags=(Flag(name="--harmony", group="data", metavar="WHEN",
+                    help="encode text prompts in gpt-oss's Harmony format and send the ids "
+                    "(/v1/completions): auto (default: when the tokenizer has the Harmony "
+                    "tokens), on or off"),),
+        yaml_keys=("mlpe_fast.harmony",),
+    ),
+    Setting(
+        # None: rules.harmony_datasets fills in the day of the run, as the reference
+        name="harmony_date", convert=coerce.iso_date,
+        flags=(Flag(name="--harmony-date", group="data", metavar="YYYY-MM-DD",
+                    help="the Harmony system message's current date (default: today)"),),
+        yaml_keys=("mlpe_fast.harmony_date",),
+    ),
+    Setting(
         # the second key: the seed-set name of the submission rules (spec §2.5)
         name="seeds.scheduler", default=SEED_SET_A_SCHEDULER, convert=coerce.seed,
         flags=(Flag(name="--scheduler-seed", group="limits and seeds", metavar="N",

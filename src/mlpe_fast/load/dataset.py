@@ -41,6 +41,11 @@ then not read.  The column holds a list of non-negative integers per row: a
 Parquet ``list<int>``, a JSON array in JSONL/JSON, a JSON array string in
 CSV; an empty list is refused (a query of nothing measures nothing).
 
+A text dataset whose spec carries ``harmony`` (the run's ``--harmony``,
+on the token routes) is encoded into Harmony token ids as it is loaded
+(:mod:`.harmony`): from then on it is a token-id dataset like a
+pre-tokenized one.
+
 An accuracy dataset (``acc:``) names its ground-truth column and how it is
 scored (the reference's ``accuracy_config``, ``config/schema.py``
 ``AccuracyConfig``): ``ground_truth`` (default ``ground_truth``),
@@ -67,6 +72,7 @@ import msgspec
 
 from ..errors import UsageError
 from .agentic import AgenticSettings
+from .harmony import HarmonyPrompts, harmony_encoder
 
 __all__ = (
     "DATASET_FORMATS",
@@ -177,6 +183,9 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
         generation_override: the YAML entry's
             ``generation_config_override``: generation settings of this
             dataset's requests that differ from the run's; None: the run's.
+        harmony: how its text prompts are encoded into Harmony token ids
+            (``load/harmony.py``; set by the run's configuration,
+            ``--harmony``); None: they are sent as text.
     """
 
     path: str
@@ -190,11 +199,13 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     accuracy: AccuracyConfig | None = None
     agentic: AgenticSettings | None = None
     generation_override: GenerationOverride | None = None
+    harmony: HarmonyPrompts | None = None
 
     @property
     def pre_tokenized(self) -> bool:
-        """Whether the samples are token ids (``parser.input_tokens``)."""
-        return self.input_tokens_column is not None
+        """Whether the samples are token ids: read as such
+        (``parser.input_tokens``) or encoded from text (``harmony``)."""
+        return self.input_tokens_column is not None or self.harmony is not None
 
     @property
     def display_name(self) -> str:
@@ -393,6 +404,8 @@ def load_dataset(spec: DatasetSpec) -> Dataset:
         rows = rows[: spec.samples]
     columns = tuple(rows[0][1])
     samples = _map_columns(spec, columns, rows)
+    if spec.harmony is not None:
+        samples = _harmony_samples(spec, spec.harmony, samples)
     truth = subsets = None
     if spec.type == "accuracy":
         truth = _ground_truth(spec, columns, rows)
@@ -572,6 +585,29 @@ def _map_columns(
         system = None if system_col is None else _text(where, row, system_col, optional=True)
         samples.append(Sample(prompt=prompt, system=system))
     return tuple(samples)
+
+
+def _harmony_samples(
+    spec: DatasetSpec, prompts: HarmonyPrompts, samples: Sequence[Sample]
+) -> tuple[Sample, ...]:
+    """Text samples as Harmony token-id samples (:mod:`.harmony`).
+
+    Raises:
+        UsageError: a ``messages`` sample (Harmony prompts are built from a
+            prompt column, as the reference's ``Harmonize``), or a tokenizer
+            without the Harmony tokens.
+    """
+    encoder = harmony_encoder(prompts.tokenizer)
+    effort, date = prompts.reasoning_effort, prompts.conversation_start_date
+    out: list[Sample] = []
+    for index, sample in enumerate(samples):
+        if sample.prompt is None:
+            raise UsageError(
+                f"dataset {spec.path}: sample {index} is a conversation (messages); Harmony "
+                "prompts are built from a prompt column: add parser.prompt=COLUMN, or --harmony off"
+            )
+        out.append(Sample(token_ids=encoder.encode(sample.prompt, sample.system, effort, date)))
+    return tuple(out)
 
 
 def _token_samples(

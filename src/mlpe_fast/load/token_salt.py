@@ -57,6 +57,7 @@ __all__ = (
     "TokenSalt",
     "TokenSalting",
     "TokenSaltPlacement",
+    "harmony_token_salt",
     "token_salt_of",
     "token_salting",
     "user_turn_marker",
@@ -270,6 +271,18 @@ def token_salt_of(tokenizer_name: str, placement: TokenSaltPlacement) -> TokenSa
     return TokenSalt(tokenizer, marker, tokenizer_name)
 
 
+@functools.lru_cache(maxsize=2)
+def harmony_token_salt(tokenizer_name: str) -> TokenSalt:
+    """The token salt of Harmony prompts (``load/harmony.py``): they are
+    built here, so their user header is known without a chat template:
+    ``<|start|>user<|message|>``."""
+    from ..metrics.tokens import load_tokenizer  # see token_salt_of
+    from .harmony import harmony_encoder
+
+    marker = harmony_encoder(tokenizer_name).user_header
+    return TokenSalt(load_tokenizer(tokenizer_name), marker, tokenizer_name)
+
+
 def token_salting(
     dataset: Dataset, tokenizer_name: str, placement: TokenSaltPlacement
 ) -> TokenSalting:
@@ -281,9 +294,13 @@ def token_salting(
     """
     where = "after the user turn's header" if placement == "user" else "before the first id"
     remedy = TOKEN_SALT_REMEDY if placement == "user" else "add --no-salt"
-    lead = f"dataset {dataset.spec.path}: token ids (parser.input_tokens) are salted {where}"
+    what = "Harmony ids" if dataset.spec.harmony is not None else "token ids (parser.input_tokens)"
+    lead = f"dataset {dataset.spec.path}: {what} are salted {where}"
     try:
-        token_salt = token_salt_of(tokenizer_name, placement)
+        if dataset.spec.harmony is not None and placement == "user":
+            token_salt = harmony_token_salt(tokenizer_name)
+        else:
+            token_salt = token_salt_of(tokenizer_name, placement)
     except UsageError as error:
         raise UsageError(f"{lead}, but {error}; {remedy}") from error
     positions: list[int] = []

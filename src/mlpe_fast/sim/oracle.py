@@ -13,7 +13,22 @@ array).  A performance run prepends a salt, ``"[" + 16 lower-case hex digits
 first and then without that prefix, so a dataset prompt that itself starts
 with something salt-shaped still matches unsalted.  The match is exact:
 JSON decoding undoes exactly what encoding did, so Unicode and whitespace
-round-trip and nothing is normalised.  A token-id ``prompt`` never matches.
+round-trip and nothing is normalised.
+
+A token-id ``prompt`` (``[id, ...]``) is looked up among the samples of a
+token-id oracle dataset (``parser.input_tokens=COL``, or Harmony ids
+written into such a column): the ids as sent, else a sample's ids with one
+contiguous run of ids inserted -- the salt, which a token client puts
+inside the stream (spec §2.5; ``load/token_salt.py``: after the user
+header, or first).  The salt is found without a tokenizer: the sample whose
+ids are the longest common prefix of the request's plus the rest as its
+suffix.  Samples are indexed by their last 8 ids and their first 4: a
+salt inserted at least 8 ids from the end leaves the first, one inserted
+within the first 4 leaves the second, so a lookup compares the few samples
+that share the request's tail (then, failing that, its head); samples too
+short for that are compared one by one.  Where two samples fit (one begins
+the other), the longer one is the answer: it leaves the fewer ids to be
+the salt.
 
 The dataset is read as an accuracy run reads it
 (:func:`mlpe_fast.load.dataset.load_dataset`): the same prompt mapping, and
@@ -64,6 +79,7 @@ __all__ = (
     "MISS_CODE",
     "Degrade",
     "Oracle",
+    "Prompt",
     "degraded",
     "load_oracle",
     "parse_degrade",
@@ -84,6 +100,12 @@ keeps the first half of its characters, an integer K the first K."""
 _NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
 _SALT = re.compile(r"\[[0-9a-f]{16}\] ")
 _encode = msgspec.json.Encoder().encode
+# How many trailing and leading ids index a token-id sample (module docstring).
+_TAIL_IDS = 8
+_HEAD_IDS = 4
+
+Prompt = str | tuple[int, ...]
+"""What a request asks: its prompt text, or its token ids."""
 
 
 def parse_oracle_arg(text: str, flag: str = "--oracle") -> DatasetSpec:
@@ -158,9 +180,9 @@ def _user_text(messages: Sequence[Any]) -> str | None:
     return None
 
 
-def request_prompt(doc: Mapping[str, Any], *, chat: bool) -> str | None:
-    """The prompt text of a validated request body (see the module docstring);
-    None when it has none the oracle could match (token ids, say)."""
+def request_prompt(doc: Mapping[str, Any], *, chat: bool) -> Prompt | None:
+    """The prompt of a validated request body, text or token ids (see the
+    module docstring); None when it has none the oracle could match."""
     if chat:
         messages = doc.get("messages")
         return _user_text(messages) if isinstance(messages, list) else None
@@ -169,7 +191,22 @@ def request_prompt(doc: Mapping[str, Any], *, chat: bool) -> str | None:
         return prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         return prompt[0]
+    if isinstance(prompt, list) and prompt and all(type(i) is int for i in prompt):
+        return tuple(prompt)
     return None
+
+
+def _salted_match(sent: tuple[int, ...], sample: tuple[int, ...]) -> bool:
+    """Whether ``sent`` is ``sample`` with one run of ids inserted."""
+    if len(sent) <= len(sample):
+        return False
+    common = 0
+    for a, b in zip(sent, sample, strict=False):
+        if a != b:
+            break
+        common += 1
+    rest = len(sample) - common
+    return rest == 0 or sent[-rest:] == sample[common:]
 
 
 class Oracle:
@@ -188,11 +225,20 @@ class Oracle:
     :class:`~mlpe_fast.sim.config.SimConfig` holding one stays hashable.
     """
 
-    __slots__ = ("_answers", "degrade", "source", "token_chars", "truncate")
+    __slots__ = (
+        "_answers",
+        "_by_head",
+        "_by_tail",
+        "_short",
+        "degrade",
+        "source",
+        "token_chars",
+        "truncate",
+    )
 
     def __init__(
         self,
-        answers: Mapping[str, str],
+        answers: Mapping[Prompt, str],
         *,
         token_chars: int = DEFAULT_TOKEN_CHARS,
         truncate: bool = False,
@@ -212,6 +258,17 @@ class Oracle:
             self._answers = dict(answers)
         else:
             self._answers = {prompt: degraded(text, degrade) for prompt, text in answers.items()}
+        self._by_tail: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        self._by_head: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        self._short: list[tuple[int, ...]] = []
+        for prompt in self._answers:
+            if not isinstance(prompt, tuple):
+                continue
+            if len(prompt) < _HEAD_IDS + _TAIL_IDS:
+                self._short.append(prompt)
+            else:
+                self._by_tail.setdefault(prompt[-_TAIL_IDS:], []).append(prompt)
+                self._by_head.setdefault(prompt[:_HEAD_IDS], []).append(prompt)
         self.token_chars = token_chars
         self.truncate = truncate
         self.degrade = degrade
@@ -226,20 +283,35 @@ class Oracle:
             f"token_chars={self.token_chars}, truncate={self.truncate}, degrade={self.degrade!r})"
         )
 
-    def answer(self, prompt: str) -> str | None:
+    def answer(self, prompt: Prompt) -> str | None:
         """The (possibly degraded) answer to ``prompt`` as sent or without its
         salt; None when no sample has that prompt."""
         answers = self._answers
         text = answers.get(prompt)
-        if text is None and (bare := _strip_salt(prompt)) is not None:
-            text = answers.get(bare)
-        return text
+        if text is not None:
+            return text
+        if isinstance(prompt, str):
+            bare = _strip_salt(prompt)
+            return None if bare is None else answers.get(bare)
+        for candidates in (
+            self._by_tail.get(prompt[-_TAIL_IDS:], ()),
+            self._by_head.get(prompt[:_HEAD_IDS], ()),
+            self._short,
+        ):
+            # a sample that begins another matches the other's salted ids too:
+            # the longest match is the one with the fewest inserted ids
+            matches = [sample for sample in candidates if _salted_match(prompt, sample)]
+            if matches:
+                return answers[max(matches, key=len)]
+        return None
 
-    def miss_message(self, prompt: str | None) -> str:
+    def miss_message(self, prompt: Prompt | None) -> str:
         """The error message for a request the oracle cannot answer."""
         where = self.source or "the oracle's dataset"
         if prompt is None:
-            return f"oracle: the request has no text prompt to look up in {where}"
+            return f"oracle: the request has no prompt to look up in {where}"
+        if isinstance(prompt, tuple):
+            return f"oracle: no sample of {where} has the token ids {_preview(prompt)}"
         return f"oracle: no sample of {where} has the prompt {_preview(prompt)}"
 
     def cut(self, text: str, max_tokens: int | None) -> tuple[str, str]:
@@ -276,9 +348,10 @@ class Oracle:
         return out
 
 
-def _preview(prompt: str, limit: int = 80) -> str:
+def _preview(prompt: Prompt, limit: int = 80) -> str:
     """A one-line, bounded repr of a prompt for messages."""
-    return repr(prompt if len(prompt) <= limit else prompt[:limit] + "...")
+    text = prompt if isinstance(prompt, str) else str(list(prompt))
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def load_oracle(
@@ -316,16 +389,18 @@ def load_oracle(
     )
 
 
-def _key(sample: Sample) -> str | None:
+def _key(sample: Sample) -> Prompt | None:
     """The prompt a request for ``sample`` carries (unsalted)."""
     if sample.prompt is not None:
         return sample.prompt
+    if sample.token_ids is not None:
+        return sample.token_ids
     return None if sample.messages is None else _user_text(sample.messages)
 
 
-def _answers_by_prompt(dataset: Dataset, truths: Sequence[str], column: str) -> dict[str, str]:
+def _answers_by_prompt(dataset: Dataset, truths: Sequence[str], column: str) -> dict[Prompt, str]:
     path = dataset.spec.path
-    answers: dict[str, str] = {}
+    answers: dict[Prompt, str] = {}
     for index, (sample, text) in enumerate(zip(dataset.samples, truths, strict=True)):
         prompt = _key(sample)
         if prompt is None:
