@@ -61,7 +61,9 @@ def test_text_prompts_go_as_harmony_ids_salted_after_the_user_header(
             *("--harmony-date", DATE, "--report-dir", str(folder)),
         ]
     )
-    assert status == 0, capsys.readouterr().err
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert f"prompts: Harmony ids dated {DATE} (questions at effort low)" in out.out
     tokenizer = Tokenizer.from_file(str(vocab / "tokenizer.json"))
     received = read_token_prompts(endpoint, "harmony-perf")
     assert len(received) == 8

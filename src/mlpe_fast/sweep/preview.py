@@ -20,7 +20,14 @@ from ..errors import UsageError
 from ..load.agentic import load_agentic
 from ..load.dataset import load_dataset
 
-__all__ = ("announce_point", "load_datasets", "point_line", "size_text", "span_text")
+__all__ = (
+    "announce_point",
+    "harmony_line",
+    "load_datasets",
+    "point_line",
+    "size_text",
+    "span_text",
+)
 
 
 def span_text(seconds: float) -> str:
@@ -104,6 +111,21 @@ def point_line(config: RunConfig, dataset_size: int | None) -> str:
     return f"plan: one point: {what}{where}"
 
 
+def harmony_line(config: RunConfig) -> str | None:
+    """The plan's line on Harmony prompts (``load/harmony.py``): which
+    datasets are encoded, at which effort, with which date; None when none
+    is."""
+    encoded = [d for d in config.datasets if d.harmony is not None]
+    if not encoded:
+        return None
+    by_effort: dict[str, list[str]] = {}
+    for spec in encoded:
+        assert spec.harmony is not None
+        by_effort.setdefault(spec.harmony.reasoning_effort, []).append(spec.display_name)
+    efforts = "; ".join(f"{', '.join(names)} at effort {e}" for e, names in by_effort.items())
+    return f"prompts: Harmony ids dated {config.harmony_date} ({efforts})"
+
+
 def _needs_size(config: RunConfig) -> bool:
     if config.mode == "acc":
         return False
@@ -122,7 +144,10 @@ def announce_point(config: RunConfig, *, out: TextIO | None = None) -> None:
         size = load_datasets(config, accuracy=config.dry_run)
     else:
         size = None
-    print(point_line(config, size), file=sys.stdout if out is None else out)
+    out = sys.stdout if out is None else out
+    print(point_line(config, size), file=out)
+    if (harmony := harmony_line(config)) is not None:
+        print(harmony, file=out)
 
 
 def load_datasets(config: RunConfig, *, accuracy: bool = True) -> int | None:

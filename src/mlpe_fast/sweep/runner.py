@@ -72,7 +72,7 @@ from ..load.dataset import load_dataset
 from ..metrics.steady_state import MIN_TREND_N
 from ..report.pareto import write_reports
 from .plan import check_plan, count_problems, plan_points, point_duration_s
-from .preview import size_text, span_text
+from .preview import harmony_line, size_text, span_text
 from .regions import region_of, regions
 from .reuse import differences, point_settings
 
@@ -619,6 +619,8 @@ def plan_text(plan: SweepPlan) -> str:
         total = "nothing to measure"
     reused = f" ({len(plan.reused)} reused)" if plan.reused else ""
     lines.append(f"expected: {total}{reused}")
+    if (harmony := harmony_line(config)) is not None:
+        lines.append(harmony)
     return "\n".join(lines) + "\n"
 
 
