@@ -20,6 +20,7 @@ from ..errors import UsageError
 from . import choices
 from .benchmark import BENCHMARK_MODELS
 from .given import Converter, Given
+from .slo import Slo, parse_slo
 
 __all__ = (
     "any_integer",
@@ -202,6 +203,19 @@ def harmony(given: Given) -> choices.HarmonyMode:
         return "on" if given.value else "off"
     mode: choices.HarmonyMode = choice(given, choices.HARMONY_MODES, {})
     return mode
+
+
+def slo(given: Given) -> Slo:
+    """Latency bounds in ms: ``ttft:500 tpot:50`` (the flag's words) or a
+    YAML mapping ``{ttft: 500, tpot: 50}`` (``metrics/goodput.py``)."""
+    value, where = given
+    words = [value] if isinstance(value, str) else value
+    if not isinstance(words, (list, tuple, dict)):
+        raise UsageError(f"{where}: expected METRIC:MS bounds (e.g. ttft:500), got {short(value)}")
+    try:
+        return parse_slo(words)
+    except ValueError as error:
+        raise UsageError(f"{where}: {error}") from None
 
 
 def iso_date(given: Given) -> str:

@@ -24,6 +24,7 @@ from .choices import (
     TokenSaltPlacement,
 )
 from .schema import default_of
+from .slo import Slo
 
 __all__ = ("WARMUP_DATASET_PASS", "Generation", "RunConfig", "Seeds", "Timeouts")
 
@@ -142,6 +143,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             it applies to carry their ``DatasetSpec.harmony``.
         harmony_date: the Harmony system message's date (filled in with
             the day of the run when Harmony applies).
+        goodput: the latency bounds of ``--goodput`` (``metrics/goodput.py``;
+            not an MLPerf metric); None: no goodput reported.
         name: benchmark name (YAML ``name``; by default "online_benchmark"
             or "offline_benchmark", as the reference derives it).
         use_legacy_loadgen_qps_metrics: the reference's Poisson QPS window
@@ -215,6 +218,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     salt: bool = default_of("salt")
     token_salt: TokenSaltPlacement = default_of("token_salt")
     harmony: HarmonyMode = default_of("harmony")
+    goodput: Slo | None = default_of("goodput")
     harmony_date: str | None = default_of("harmony_date")
     name: str = default_of("name")
     use_legacy_loadgen_qps_metrics: bool = default_of("use_legacy_loadgen_qps_metrics")

@@ -360,6 +360,14 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.token_salt",),
     ),
     Setting(
+        # not an MLPerf metric: the share of requests meeting latency bounds (metrics/goodput.py)
+        name="goodput", convert=coerce.slo,
+        flags=(Flag(name="--goodput", group="output", kind="values", metavar="METRIC:MS",
+                    help="also report goodput: the requests meeting every bound given, e.g. "
+                    "ttft:500 tpot:50 e2el:20000 (ms; not an MLPerf metric)"),),
+        yaml_keys=("mlpe_fast.goodput",),
+    ),
+    Setting(
         # gpt-oss-120b's accuracy datasets: text encoded client-side (load/harmony.py)
         name="harmony", default="auto", convert=coerce.harmony,
         flags=(Flag(name="--harmony", group="data", metavar="WHEN",

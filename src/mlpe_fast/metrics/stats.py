@@ -143,6 +143,16 @@ class PointSeries(msgspec.Struct, frozen=True):
     tpot_per_record: npt.NDArray[np.float64] = msgspec.field(
         default_factory=lambda: np.empty(0, np.float64)
     )
+    #: Likewise each record's TTFT and latency (ns; NaN where it gives
+    #: none), and which records are the window's completed ones: the same
+    #: values the series hold, per record (``metrics/goodput.py`` reads them).
+    ttft_per_record: npt.NDArray[np.float64] = msgspec.field(
+        default_factory=lambda: np.empty(0, np.float64)
+    )
+    latency_per_record: npt.NDArray[np.float64] = msgspec.field(
+        default_factory=lambda: np.empty(0, np.float64)
+    )
+    tracked_ok: npt.NDArray[np.bool_] = msgspec.field(default_factory=lambda: np.empty(0, np.bool_))
 
 
 class PointStats(msgspec.Struct, frozen=True):
@@ -273,6 +283,10 @@ def point_stats(
     latency_values = t_finish[done_ok] - t_issue[done_ok]
     ttft = distribution(ttft_values)
     latency = distribution(latency_values)
+    ttft_per_record = np.full(n, np.nan)
+    ttft_per_record[ttft_mask] = ttft_values
+    latency_per_record = np.full(n, np.nan)
+    latency_per_record[done_ok] = latency_values
     osl_values = np.empty(0, np.int64)
     tpot_values = np.empty(0, np.float64)
     tpot_per_record = np.full(n, np.nan)
@@ -366,5 +380,12 @@ def point_stats(
         system_tps=osl_total / seconds if duration > 0 and osl_total is not None else None,
         tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
         tokens_complete=tokens_complete,
-        raw=PointSeries(series=series, counters=counters, tpot_per_record=tpot_per_record),
+        raw=PointSeries(
+            series=series,
+            counters=counters,
+            tpot_per_record=tpot_per_record,
+            ttft_per_record=ttft_per_record,
+            latency_per_record=latency_per_record,
+            tracked_ok=done_ok,
+        ),
     )

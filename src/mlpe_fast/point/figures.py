@@ -27,6 +27,7 @@ from ..engine.record import RequestRecord
 from ..engine.replicas import endpoint_shares
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
+from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.stats import PointStats, point_stats
 from ..metrics.steady_state import PointQueries, SteadyState, detect_steady_state
 from ..metrics.tokens import TokenCounts
@@ -112,6 +113,7 @@ def point_figures(
     tracked = measured.tracked
     agentic = {} if tracked is None else agentic_summary_fields(records, counts, tracked)
     shares = endpoint_shares(kept, endpoints)
+    good = None if config.goodput is None else goodput_of(stats, kept_counts.osl, config.goodput)
     summary = result_summary(
         snapshot,
         run_config=_run_config(config),
@@ -120,10 +122,13 @@ def point_figures(
         ),
         version=__version__,
         git_sha=None,
-        extra={**agentic, **_own_keys(records, counts, stats, audit, shares, answers, steady)},
+        extra={
+            **agentic,
+            **_own_keys(records, counts, stats, audit, shares, answers, steady, good),
+        },
     )
     table, report = _texts(
-        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady
+        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady, good
     )
     return PointFigures(
         state=state,
@@ -160,6 +165,7 @@ def _texts(
     summary: Mapping[str, Any],
     entries: Sequence[dict[str, Any]],
     steady: SteadyState | None,
+    good: Goodput | None,
 ) -> tuple[str, str]:
     """The terminal table and ``report.txt``; an accuracy run's are its
     accuracy lines alone.  ``replicas``: several endpoints, whose shares
@@ -174,6 +180,8 @@ def _texts(
     table = render(stats, audit.as_rows(), title=title(config), warnings=warnings, endpoints=shares)
     report = report_text(summary, title=title(config)) + warnings_text(warnings)
     window = "" if steady is None else steady_state_lines(steady)
+    if good is not None:
+        window += "\n" + good.line()
     return table + window + accuracy, report + window + accuracy
 
 
@@ -352,6 +360,7 @@ def _own_keys(
     shares: list[dict[str, Any]],
     answers: AnswerChecks,
     steady: SteadyState | None,
+    good: Goodput | None,
 ) -> dict[str, Any]:
     """mlpe-fast's own summary keys, after the reference's; ``shares``:
     each endpoint's part of the measured requests (the same ones as the
@@ -372,6 +381,7 @@ def _own_keys(
             "endpoints": shares,
             "answers": answers.as_dict(),
             "steady_state": None if steady is None else steady.headline(),
+            **({} if good is None else {"goodput": good.as_summary()}),
         },
     }
 

@@ -66,9 +66,11 @@ from ..accuracy.agentic_gates import (
 from ..accuracy.results import holds_accuracy_run, read_accuracy_entries
 from ..artifacts.run_folder import read_config_yaml
 from ..config import RunConfig
+from ..config.slo import SLO_NAMES
 from ..errors import UsageError
 from ..load.agentic import load_agentic
 from ..load.dataset import load_dataset
+from ..metrics.goodput import best_under_slo
 from ..metrics.steady_state import MIN_TREND_N
 from ..report.pareto import write_reports
 from .plan import check_plan, count_problems, plan_points, point_duration_s
@@ -287,7 +289,15 @@ def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
         "folder": point.folder,
         "answer_warnings": _answer_warnings(summary),
         **({} if window is None else {"total": figures}),
+        **({} if (good := _goodput(summary)) is None else {"goodput": good}),
     }
+
+
+def _goodput(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The point's goodput block (``--goodput``; not an MLPerf metric)."""
+    own = summary.get("mlpe_fast")
+    good = own.get("goodput") if isinstance(own, dict) else None
+    return good if isinstance(good, dict) else None
 
 
 def _official_window(summary: dict[str, Any]) -> dict[str, Any] | None:
@@ -339,7 +349,36 @@ def _table(rows: Sequence[dict[str, Any]], *, agentic: bool = False) -> str:
             f" {num(row[x_key], ',.1f'):>13} {num(row['ttft_p90_ms'], ',.2f'):>12}"
             f"  {', '.join(notes)}"
         )
+    if any("goodput" in row for row in rows):
+        lines.append(_goodput_lines(rows))
     return "\n".join(lines) + "\n"
+
+
+def _goodput_lines(rows: Sequence[dict[str, Any]]) -> str:
+    """The curve's goodput under ``--goodput`` (not an MLPerf metric): each
+    point's attainment and rate, and the best point under the SLO."""
+    bounds = next(row["goodput"]["slo_ms"] for row in rows if "goodput" in row)
+    slo = ", ".join(f"{SLO_NAMES.get(k, k)} <= {v:g} ms" for k, v in bounds.items())
+    lines = ["", f"goodput ({slo}; not an MLPerf metric)"]
+    for row in rows:
+        block = row.get("goodput")
+        if block is None or block.get("attainment_pct") is None:
+            continue
+        rate = block.get("goodput_rps")
+        lines.append(
+            f"  {row['concurrency']:>11}  {block['attainment_pct']:5.1f} % of {block['issued']:,}"
+            f" good" + ("" if rate is None else f", {rate:,.2f} good requests/s")
+        )
+    best = best_under_slo(rows)
+    if best is None:
+        lines.append("  best under the SLO: none (no point has a good request)")
+    else:
+        block = best["goodput"]
+        lines.append(
+            f"  best under the SLO: concurrency {best['concurrency']} "
+            f"({block['goodput_rps']:,.2f} good requests/s, {block['attainment_pct']:.1f} %)"
+        )
+    return "\n".join(lines)
 
 
 def _swe_bench_score(point: SweepPoint) -> float | None:

@@ -1,0 +1,136 @@
+"""Goodput: how many requests meet a set of latency bounds (an SLO), per
+point and along a curve (issue 22).  Not an MLPerf metric: the rules gate
+on TTFT p90 and TPOT p90 over all queries, not on a share of good ones.
+
+The definition is the one ``vllm bench serve --goodput`` and AIPerf's
+``--goodput`` share, made stricter where they are loose:
+
+* the bounds are any of ``ttft``, ``tpot`` and ``e2el``, in milliseconds,
+  each an upper bound met with equality (``ttft:500`` is TTFT <= 500 ms);
+* a request is **good** when it completed and meets every bound given.
+  Its TTFT, TPOT and latency are the very values of the point's
+  distributions (``metrics/stats.py``; spec §1.2): TTFT to the first
+  content-bearing event, TPOT over the tokens after it, latency to the
+  end of the answer.  A request without the value a bound reads (no first
+  token; a one-token answer has no TPOT) does not meet that bound -- vLLM
+  counts a one-token answer's TPOT as 0, which lets it pass a TPOT bound
+  it was never measured against;
+* a failed request is never good, and it counts: the **attainment** is
+  good / issued, the share of the point's queries that met the SLO (vLLM
+  and AIPerf divide by completed requests, so a point that fails half its
+  requests can show 100 %);
+* **goodput** is good requests per second of the point's window, and
+  **good output tokens/s** the output tokens of good requests over the
+  same window (the system tokens/s the SLO lets through).
+
+Along a curve, the best point under the SLO is the one with the highest
+goodput (:func:`best_under_slo`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..config.slo import SLO_NAMES, Slo
+from .stats import PointStats
+
+__all__ = ("Goodput", "best_under_slo", "goodput_of")
+
+
+class Goodput(msgspec.Struct, frozen=True, kw_only=True):
+    """One point's goodput (module docstring).
+
+    ``met``: requests meeting each bound alone, by metric, so a user sees
+    which bound the point misses.
+    """
+
+    slo: Slo
+    issued: int
+    good: int
+    attainment_pct: float | None
+    goodput_rps: float | None
+    good_output_tps: float | None
+    met: dict[str, int]
+
+    def as_summary(self) -> dict[str, Any]:
+        """The ``mlpe_fast.goodput`` block of ``result_summary.json``."""
+        return {
+            "note": "not an MLPerf metric",
+            "slo_ms": self.slo.bounds(),
+            "issued": self.issued,
+            "good": self.good,
+            "attainment_pct": self.attainment_pct,
+            "goodput_rps": self.goodput_rps,
+            "good_output_tps": self.good_output_tps,
+            "met": self.met,
+        }
+
+    def line(self) -> str:
+        """The table's and report's line."""
+        if self.attainment_pct is None:
+            return f"goodput ({self.slo.text()}; not an MLPerf metric): no request issued\n"
+        rate = "" if self.goodput_rps is None else f", {self.goodput_rps:,.2f} good requests/s"
+        tokens = "" if self.good_output_tps is None else f", {self.good_output_tps:,.1f} tok/s"
+        missed = [
+            f"{SLO_NAMES[m]} {self.issued - n:,}" for m, n in self.met.items() if n < self.issued
+        ]
+        misses = f" (missed: {', '.join(missed)})" if missed and self.good < self.issued else ""
+        return (
+            f"goodput ({self.slo.text()}; not an MLPerf metric): {self.good:,} of "
+            f"{self.issued:,} requests good = {self.attainment_pct:.1f} %{rate}{tokens}{misses}\n"
+        )
+
+
+def goodput_of(stats: PointStats, osl: np.ndarray[Any, Any] | None, slo: Slo) -> Goodput:
+    """The goodput of a point from its figures (``stats.raw``: the
+    per-record TTFT, TPOT and latency of the point's window) and its
+    per-record output token counts ``osl`` (-1: not counted; None: no
+    tokenizer)."""
+    raw = stats.raw
+    window = raw.tracked_ok
+    met: dict[str, int] = {}
+    good = window.copy()
+    per_record = {
+        "ttft": raw.ttft_per_record,
+        "tpot": raw.tpot_per_record,
+        "e2el": raw.latency_per_record,
+    }
+    for metric, bound in slo.bounds().items():
+        values = per_record[metric]
+        # NaN (no value) compares False: it does not meet the bound
+        meets = window & (values <= bound * 1e6)
+        met[metric] = int(np.count_nonzero(meets))
+        good &= meets
+    n_good = int(np.count_nonzero(good))
+    issued = stats.issued
+    seconds = stats.duration_ns / 1e9
+    good_tps = None
+    if osl is not None and seconds > 0:
+        counted = osl[good]
+        good_tps = float(counted[counted >= 0].sum()) / seconds
+    return Goodput(
+        slo=slo,
+        issued=issued,
+        good=n_good,
+        attainment_pct=None if issued == 0 else 100.0 * n_good / issued,
+        goodput_rps=None if seconds <= 0 else n_good / seconds,
+        good_output_tps=good_tps,
+        met=met,
+    )
+
+
+def best_under_slo(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The curve row with the highest goodput (rows carry ``goodput``, the
+    summary block); None when no row has one above 0."""
+    best: Mapping[str, Any] | None = None
+    best_rate = 0.0
+    for row in rows:
+        block = row.get("goodput")
+        rate = block.get("goodput_rps") if isinstance(block, Mapping) else None
+        if isinstance(rate, (int, float)) and rate > best_rate:
+            best, best_rate = row, float(rate)
+    return best
