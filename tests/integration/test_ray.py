@@ -108,6 +108,9 @@ def test_two_nodes_issue_and_measure_what_one_engine_does(
     assert nodes["verdict"] == "ok"
     assert len({n["node_id"] for n in nodes["nodes"]}) == 2  # really two nodes
     for node in nodes["nodes"]:
+        # a cluster on loopback keeps its clock probes there (the node's
+        # registered address, not the machine's interface address)
+        assert node["ip"] == "127.0.0.1" and node["clock_address"][0] == "127.0.0.1"
         assert node["concurrency"] == 4 and node["records"] > 0
         assert 3.0 < node["concurrency_held"] <= 4.0
         assert abs(node["clock"]["offset_ns"]) < 1e6  # one host: no offset to speak of

@@ -259,3 +259,35 @@ def test_the_verdict_is_the_worst_that_applies() -> None:
     assert verdict(_run_with(calm, failure="engine 0 was lost"), [_fit()]) == "node-failure"
     assert lag_p99_ns(b"") is None
     assert lag_p99_ns(array("q", range(1, 101)).tobytes()) == 99
+
+
+def test_a_node_is_probed_at_the_address_the_cluster_knows_it_by() -> None:
+    """Ray's node table names each node by the address it was started
+    with; the clock responder binds there (issue 23: inside an actor,
+    ``ray.util.get_node_ip_address()`` gives the interface address even
+    for a cluster on loopback)."""
+    from mlpe_fast.scale.ray_cluster import registered_address
+
+    nodes = [
+        {"NodeID": "a", "Alive": False, "NodeManagerAddress": "10.0.0.9"},
+        {"NodeID": "b", "Alive": True, "NodeManagerAddress": "127.0.0.1"},
+        {"NodeID": "a", "Alive": True, "NodeManagerAddress": "127.0.0.2"},
+    ]
+    assert registered_address(nodes, "b") == "127.0.0.1"
+    assert registered_address(nodes, "a") == "127.0.0.2"  # the live entry, not the dead one
+    assert registered_address(nodes, "c") is None
+    assert registered_address([{"NodeID": "d", "NodeManagerAddress": ""}], "d") is None
+
+
+def test_a_node_on_the_driver_s_host_is_probed_on_loopback() -> None:
+    """Whatever address a node on this host registered with (Ray turns
+    127.0.0.1 into the routable one), its clock probes stay on loopback;
+    a node elsewhere is probed at its registered address."""
+    from mlpe_fast.scale.ray_cluster import clock_bind_address, host_identity
+
+    here = host_identity()
+    assert here is not None  # Linux says
+    assert clock_bind_address("192.0.2.2", here) == "127.0.0.1"
+    assert clock_bind_address("fd00::2", here) == "::1"
+    assert clock_bind_address("192.0.2.2", "another-boot-id") == "192.0.2.2"
+    assert clock_bind_address("192.0.2.2", None) == "192.0.2.2"

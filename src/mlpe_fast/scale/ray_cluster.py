@@ -39,6 +39,7 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -70,6 +71,9 @@ __all__ = (
     "SATURATED_LAG_NS",
     "RayCluster",
     "RayEngines",
+    "clock_bind_address",
+    "host_identity",
+    "registered_address",
     "verdict",
 )
 
@@ -255,13 +259,54 @@ class _EngineActor:
         self._link.deliver(frame)
 
 
+def registered_address(nodes: list[dict[str, Any]], node_id: str) -> str | None:
+    """The address the cluster knows node ``node_id`` by: its
+    ``NodeManagerAddress`` in the cluster's own node table (``ray.nodes()``),
+    where the cluster's own traffic goes; None when the node is not in the
+    table alive."""
+    for node in nodes:
+        if node.get("NodeID") == node_id and node.get("Alive", True):
+            address = node.get("NodeManagerAddress")
+            if isinstance(address, str) and address:
+                return address
+    return None
+
+
+def host_identity() -> str | None:
+    """This machine's kernel boot id: two processes that read the same one
+    run on the same host (None where the kernel does not say)."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def clock_bind_address(registered: str, driver_host: str | None) -> str:
+    """Where a node's clock responder listens, and the driver probes it.
+
+    On the driver's own host, loopback: every probe then stays on the
+    loopback device, whatever address the node registered with.  (Ray
+    registers a node started with ``--node-ip-address 127.0.0.1`` under the
+    machine's routable address, ray-project/ray #59110, and
+    ``ray.util.get_node_ip_address()`` inside an actor gives that address
+    too, so a single-host cluster's probes went out through the interface
+    address: issue 23.)  On another host, the address the cluster knows
+    the node by (:func:`registered_address`), where its own traffic goes.
+    """
+    if driver_host is not None and driver_host == host_identity():
+        return "::1" if ":" in registered else "127.0.0.1"
+    return registered
+
+
 class _NodeAgent:
     """The node's clock responder and its view of the endpoint."""
 
-    def __init__(self, clock: NodeClock) -> None:
+    def __init__(self, clock: NodeClock, driver_host: str | None) -> None:
         ray = _ray()
-        self._ip = ray.util.get_node_ip_address()
-        self._responder = ClockResponder(self._ip, clock)
+        self._ip = registered_address(ray.nodes(), ray.get_runtime_context().get_node_id())
+        if self._ip is None:  # not in the table (yet): Ray's own guess
+            self._ip = ray.util.get_node_ip_address()
+        self._responder = ClockResponder(clock_bind_address(self._ip, driver_host), clock)
 
     def info(self) -> dict[str, Any]:
         ray = _ray()
@@ -356,7 +401,7 @@ class RayEngines(EngineGroup):
         clocks = {b: cluster.clocks.get(b, NodeClock()) for b in range(len(used))}
         agent_class = ray.remote(num_cpus=0)(_NodeAgent)
         self._agents[:] = [
-            agent_class.options(scheduling_strategy=place(b)).remote(clocks[b])
+            agent_class.options(scheduling_strategy=place(b)).remote(clocks[b], host_identity())
             for b in range(len(used))
         ]
         self.node_info = ray.get([a.info.remote() for a in self._agents])
