@@ -304,3 +304,37 @@ def test_warmup_drain_decides_whether_measuring_waits_for_the_warmup(
         assert first_issue > max(completes)
     else:  # the last warmup answers take 35 ms or more: measuring began before them
         assert first_issue < max(completes) - 10_000_000
+
+
+def test_a_point_opens_its_connections_before_its_first_request(tmp_path: Path) -> None:
+    """Issue 23: by default no request's figures carry a TCP setup; with
+    --warmup-connections 0 the first wave's do, and the audit says so."""
+    config = _config(tmp_path, concurrency=8, num_samples=32)
+    with simulated_endpoint(("--ttft-ms", "2", "--itl-ms", "0.2")) as endpoint:
+        early = asyncio.run(run_point(config, endpoint, progress=False))
+        late = asyncio.run(
+            run_point(
+                msgspec.structs.replace(config, warmup_connections=0), endpoint, progress=False
+            )
+        )
+    assert [r.connect_ns for r in early.records] == [0] * 32
+    assert early.audit.warmed_connections == 8 == early.audit.connections_opened
+    assert early.audit.requests_with_setup == 0 and early.audit.warm_up_ms > 0
+    assert "8 before the first request" in early.table
+    assert "no request's figures carry a setup" in early.table
+    assert sum(r.connect_ns > 0 for r in late.records) == 8 == late.audit.requests_with_setup
+    assert late.audit.warmed_connections == 0
+    assert "setup inside 8 of 32 requests' figures" in late.table
+    summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
+    assert summary["mlpe_fast"]["self_audit"]["requests_with_setup"] == 8
+
+
+def test_connections_to_open_follow_the_load() -> None:
+    base = RunConfig(endpoints=("http://a", "http://b"), concurrency=64)
+    assert base.connections_to_open(64, None) == 64
+    assert msgspec.structs.replace(base, max_connections=10).connections_to_open(64, None) == 20
+    assert msgspec.structs.replace(base, warmup_connections=5).connections_to_open(64, None) == 5
+    assert msgspec.structs.replace(base, warmup_connections=0).connections_to_open(64, None) == 0
+    assert msgspec.structs.replace(base, http2=True).connections_to_open(64, None) == 2
+    offline = msgspec.structs.replace(base, load_pattern="offline")
+    assert offline.connections_to_open(1, 300) == 300

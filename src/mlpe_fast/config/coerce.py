@@ -257,6 +257,17 @@ def max_connections(given: Given) -> int | None:
     return positive_integer(given)
 
 
+def warmup_connections(given: Given) -> int | None:
+    """Connections to open before a point's first request: ``auto`` or -1
+    (the reference's automatic: as many as the point uses at once, None),
+    0 (none: each setup inside its first request's figures) or N."""
+    if isinstance(given.value, str) and given.value.strip().lower() == "auto":
+        return None
+    if integer(given) == -1:
+        return None
+    return integer(given, minimum=0)
+
+
 def engines(given: Given) -> int:
     """``N`` engine processes, or ``auto`` (0: one per usable core)."""
     value, where = given

@@ -230,6 +230,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     whole_passes: bool = default_of("whole_passes")
     min_passes: int = default_of("min_passes")
     max_connections: int | None = default_of("max_connections")
+    warmup_connections: int | None = default_of("warmup_connections")
     http2: bool = default_of("http2")
     ca_bundle: str | None = default_of("ca_bundle")
     insecure: bool = default_of("insecure")
@@ -245,6 +246,24 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         if self.streaming == "auto":
             return self.load_pattern != "offline"
         return self.streaming == "on"
+
+    def connections_to_open(self, concurrency: int, samples: int | None) -> int:
+        """How many connections a client carrying ``concurrency`` requests
+        at once opens before its first request (``--warmup-connections``):
+        the number given, else one per request in flight (the Offline burst:
+        one per sample of ``samples``), within ``--max-connections``; with
+        HTTP/2 one per endpoint, whose streams share it."""
+        if self.warmup_connections is not None:
+            wanted = self.warmup_connections
+        elif self.http2:
+            wanted = max(1, len(self.endpoints))
+        elif self.load_pattern == "offline" and samples is not None:
+            wanted = samples
+        else:
+            wanted = concurrency
+        if self.max_connections is not None:
+            wanted = min(wanted, self.max_connections * max(1, len(self.endpoints)))
+        return wanted
 
     @property
     def route(self) -> str:

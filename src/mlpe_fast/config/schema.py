@@ -148,6 +148,15 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("settings.client.max_connections",),
     ),
     Setting(
+        # issue 23: the first wave's TTFT must not carry TCP and TLS setup
+        name="warmup_connections", convert=coerce.warmup_connections,
+        flags=(Flag(name="--warmup-connections", group="endpoint", metavar="N",
+                    help="connections opened before a point's first request: auto (default: "
+                    "as many as it uses at once), N, or 0 (setup inside the first "
+                    "requests' figures)"),),
+        yaml_keys=("settings.client.warmup_connections",),
+    ),
+    Setting(
         name="api_type", default="openai",
         convert=coerce.one_of(
             choices.API_TYPES, choices.API_TYPES_UNSUPPORTED, choices.API_TYPES_SHOWN

@@ -64,6 +64,10 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
     http2_connections: int = 0
     kernel_stamped_connections: int = 0
     clock_map: ClockMapFigures | None = None
+    #: Connections opened before the first request, and the longest time
+    #: any client took to open them (``Client.warm_up``).
+    warmed_connections: int = 0
+    warm_up_ns: int = 0
 
     @classmethod
     def of(cls, client: Client | Replicas) -> ClientTotals:
@@ -81,6 +85,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
             http2_connections=client.http2_connections,
             kernel_stamped_connections=client.kernel_stamped_connections,
             clock_map=None if clock is None else ClockMapFigures(clock.error_ns, clock.steps),
+            warmed_connections=client.warmed_connections,
+            warm_up_ns=client.warm_up_ns,
         )
 
     def plus(self, *others: ClientTotals) -> ClientTotals:
@@ -99,6 +105,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
                 ClockMapFigures(max(c.error_ns for c in clocks), sum(c.steps for c in clocks))
                 if clocks
                 else None,
+                total.warmed_connections + other.warmed_connections,
+                max(total.warm_up_ns, other.warm_up_ns),  # side by side, not one after another
             )
         return total
 
@@ -122,6 +130,11 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     tls_handshakes: int = 0
     tls_ms_mean: float = 0.0
     http2_connections: int = 0
+    #: Connections opened before the first request (``--warmup-connections``)
+    #: and how long that took; requests whose figures carry a connection setup.
+    warmed_connections: int = 0
+    warm_up_ms: float = 0.0
+    requests_with_setup: int = 0
     receive_stamps: str = "read"  # "kernel", "read" or "mixed"
     receive_stamps_note: str = ""
     kernel_stamped: int = 0
@@ -199,7 +212,18 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
         if self.tls_handshakes:
             setup += f", of which TLS handshake {self.tls_ms_mean:.3f} ms"
         protocol = f", {self.http2_connections} over HTTP/2" if self.http2_connections else ""
-        return f"{self.connections_opened} ({setup}){protocol}"
+        early = ""
+        if self.warmed_connections:
+            early = (
+                f"; {self.warmed_connections} before the first request, in "
+                f"{self.warm_up_ms:,.1f} ms"
+            )
+        carried = (
+            f"; setup inside {self.requests_with_setup:,} of {self.requests:,} requests' figures"
+            if self.requests_with_setup
+            else "; no request's figures carry a setup"
+        )
+        return f"{self.connections_opened} ({setup}{early}){protocol}{carried}"
 
 
 class LoopLagProbe:
@@ -259,6 +283,8 @@ def audit_records(
     http2_connections: int = 0,
     arrival_clock: ArrivalClock | ClockMapFigures | None = None,
     kernel_stamped_connections: int = 0,
+    warmed_connections: int = 0,
+    warm_up_ns: int = 0,
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.
 
@@ -274,9 +300,11 @@ def audit_records(
     events = 0
     requests = 0
     kernel = stamped = 0
+    with_setup = 0
     for record in records:
         requests += 1
         events += record.response.events
+        with_setup += record.connect_ns > 0
         late.append(record.t_issue - record.t_sched)
         if record.response.t_first is not None or record.response.t_done is not None:
             stamped += 1
@@ -318,6 +346,9 @@ def audit_records(
         tls_handshakes=tls_handshakes,
         tls_ms_mean=tls_ns_total / 1e6 / tls_handshakes if tls_handshakes else 0.0,
         http2_connections=http2_connections,
+        warmed_connections=warmed_connections,
+        warm_up_ms=warm_up_ns / 1e6,
+        requests_with_setup=with_setup,
         receive_stamps=stamps,
         receive_stamps_note=note if stamps != "kernel" else "",
         kernel_stamped=kernel,

@@ -160,6 +160,10 @@ class Client:
         if max_connections is not None and max_connections < 1:
             raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
         self._max_connections = max_connections
+        #: Connections :meth:`warm_up` opened, and the time it took (the
+        #: connection setup kept out of every request's figures).
+        self.warmed_connections = 0
+        self.warm_up_ns = 0
         self.kernel_stamps = kernel_stamps
         self.receive_thread = receive_thread
         self.base_url = base_url
@@ -252,7 +256,11 @@ class Client:
             raise ClientConfigError(
                 f"warm_up needs count >= 0 and concurrency >= 1, not {count} and {concurrency}"
             )
-        return await pool.warm_up(count, concurrency)
+        opened_before, began = pool.connections_opened, monotonic_ns()
+        ready = await pool.warm_up(count, concurrency)
+        self.warmed_connections += pool.connections_opened - opened_before
+        self.warm_up_ns += monotonic_ns() - began
+        return ready
 
     async def cancel_in_flight(
         self, message: str = "the run was interrupted with the request in flight"

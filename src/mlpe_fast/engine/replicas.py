@@ -23,6 +23,7 @@ processes.  With one endpoint the run uses its :class:`Client` directly.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -83,11 +84,15 @@ class Replicas:
     async def warm_up(self, count: int, *, concurrency: int = 128) -> int:
         """``count`` connections spread over the endpoints (:meth:`Client.warm_up`)."""
         n = len(self.members)
-        opened = 0
-        for i, client in enumerate(self.members):
-            share = count // n + (1 if i < count % n else 0)
-            opened += await client.warm_up(share, concurrency=concurrency)
-        return opened
+        shares = [count // n + (1 if i < count % n else 0) for i in range(n)]
+        # at once, so that the endpoints' setups overlap rather than add up
+        ready = await asyncio.gather(
+            *(
+                client.warm_up(share, concurrency=concurrency)
+                for client, share in zip(self.members, shares, strict=True)
+            )
+        )
+        return sum(ready)
 
     async def cancel_in_flight(
         self, message: str = "the run was interrupted with the request in flight"

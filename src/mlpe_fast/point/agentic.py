@@ -13,7 +13,7 @@ from ..engine.record import RequestRecord
 from ..load.agentic import AgenticBodies, AgenticDataset
 from ..load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic
 from .measured import Measured
-from .performance import count_and_log, measuring
+from .performance import count_and_log, measuring, open_connections
 from .setup import Point, agentic_settings
 
 __all__ = ("AgenticPerformance",)
@@ -75,6 +75,7 @@ class AgenticPerformance:
             if events is not None:
                 events.session(SESSION_STOP_PERFORMANCE_TRACKING, t)
 
+        await open_connections(point, config.concurrency, None)
         with measuring(measured, events, bar, phase, config.max_duration_s):
             await run_agentic(
                 point.client,

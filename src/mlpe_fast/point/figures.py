@@ -242,6 +242,8 @@ def _audit(measured: Measured, client: ClientTotals) -> Audit:
         http2_connections=client.http2_connections,
         arrival_clock=client.clock_map,
         kernel_stamped_connections=client.kernel_stamped_connections,
+        warmed_connections=client.warmed_connections,
+        warm_up_ns=client.warm_up_ns,
     )
     return audit if measured.engines is None else audit_engines(audit, measured.engines)
 

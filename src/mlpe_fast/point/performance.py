@@ -46,6 +46,7 @@ __all__ = (
     "PerformancePhase",
     "count_and_log",
     "measuring",
+    "open_connections",
     "prompt_data",
 )
 
@@ -65,6 +66,7 @@ class LocalPerformance:
 
     async def run(self, point: Point) -> Measured:
         config, dataset, events = point.config, self.dataset, point.writer.events
+        await open_connections(point, config.concurrency, request_count(config, len(dataset)))
         async with _warmed_up(point, dataset) as salter:
             if point.interrupt.requested:
                 return Measured()
@@ -168,6 +170,18 @@ class EnginesPerformance:
                     cpu_ns += totals.cpu_ns
                     cpu_system_ns += totals.cpu_system_ns
             return Measured(run.records, run.t0_ns, lags, cpu_ns, cpu_system_ns, run)
+
+
+async def open_connections(point: Point, concurrency: int, samples: int | None) -> None:
+    """Opens the point's connections before its first request
+    (``--warmup-connections``, on by default; issue 23): otherwise the
+    first wave's TTFT carries TCP and TLS setup that the rest does not.
+    The self-audit says how many were opened and how long it took, and how
+    many requests still carried a setup (a connection the server closed,
+    say)."""
+    count = point.config.connections_to_open(concurrency, samples)
+    if count > 0:
+        await point.client.warm_up(count)
 
 
 @contextlib.asynccontextmanager

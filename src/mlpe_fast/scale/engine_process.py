@@ -101,6 +101,11 @@ async def run_engine(link: EngineLink, setup: EngineSetup) -> None:
     loop = asyncio.get_running_loop()
     link.attach(loop)
     async with client:
+        # its connections open before it says it is ready: none of the
+        # start's first wave waits for a setup (issue 23)
+        samples = setup.concurrency if setup.pattern == "offline" else None
+        if (count := config.connections_to_open(setup.concurrency, samples)) > 0:
+            await client.warm_up(count)
         link.send(Ready(os.getpid()))
         start = await link.started
         feed = LeasedFeed(templates, link, block=setup.block, first=start.lease)
