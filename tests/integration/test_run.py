@@ -327,6 +327,7 @@ def test_a_point_opens_its_connections_before_its_first_request(tmp_path: Path) 
     assert "setup inside 8 of 32 requests' figures" in late.table
     summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
     assert summary["mlpe_fast"]["self_audit"]["requests_with_setup"] == 8
+    assert "warmup_connections: 0" in (tmp_path / "run" / "config.yaml").read_text()
 
 
 def test_connections_to_open_follow_the_load() -> None:

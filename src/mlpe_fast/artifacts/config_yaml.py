@@ -183,6 +183,8 @@ def config_to_yaml_dict(
     client: dict[str, Any] = {}
     if config.max_connections is not None:
         client["max_connections"] = config.max_connections
+    if config.warmup_connections is not None:  # auto (the reference's -1) is left out
+        client["warmup_connections"] = config.warmup_connections
     if config.insecure:
         client["insecure"] = True
     if client:
