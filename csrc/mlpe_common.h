@@ -56,6 +56,8 @@ typedef enum mlpe_err {
     MLPE_E_CONTENT_ENCODING = 301,  /* a Content-Encoding the client did not ask for */
     MLPE_E_BODY_TOO_LARGE = 302,    /* a non-SSE body over max_body */
     MLPE_E_NO_EVENTS = 303,         /* a 2xx event stream that ended without an event */
+    MLPE_E_TEXT_NOT_CUMULATIVE = 304, /* an SGLang event's text does not extend the text
+                                       * before it (mlpe_response.h, R11) */
 
     /* One SSE event's payload (mlpe_oai.h).  NOT terminal: the event is
      * reported as a chunk error and its neighbours still decode. */

@@ -29,6 +29,14 @@
  *               │                        ─ parse_tool ─ parse_function  (S6)
  *               └ "usage"   ─ raw text of the object                    (S7)
  *
+ * and, in the SGLang dialect (G1-G7), one of its own:
+ *
+ *     parse_top_sglang ─ "error"     ─ parse_error                      (G2)
+ *                      ├ "text"      ─ its string                       (G3)
+ *                      └ "meta_info" ─ parse_meta ─ parse_finish_reason (G4)
+ *                                         "prompt_tokens", "completion_tokens"
+ *                                         ─ their literals              (G5)
+ *
  * Every member those functions do not know is validated by skip_value, an
  * iterative validator with a 64-bit stack of container kinds, so an
  * arbitrary subtree costs no recursion (J3, as RFC 8259 section 9 allows,
@@ -1189,6 +1197,119 @@ static const uint8_t *parse_top(scan *s, const uint8_t *p, top_rec *r) {
     return p;
 }
 
+/* ---- SGLang's /generate chunk (G1-G7) ------------------------------------ */
+
+typedef struct meta_rec {
+    uint8_t finish_reason; /* kind of "finish_reason" */
+    slot finish_type;      /* its "type" */
+    slot prompt_tokens, completion_tokens; /* V_INT: text is the literal (G5) */
+} meta_rec;
+
+typedef struct sglang_rec {
+    slot error;         /* G2 */
+    slot error_message; /* error.message, when error is an object */
+    slot text;          /* G3 */
+    uint8_t meta;       /* kind of "meta_info" */
+    meta_rec meta_rec;
+} sglang_rec;
+
+/* A count (G5): read_value, keeping an integer's literal as its text (a
+ * number is never unescaped, so the literal is the payload's bytes). */
+static const uint8_t *read_count(scan *s, const uint8_t *p, int depth, slot *v) {
+    const uint8_t *const start = p;
+    p = read_value(s, p, depth, v);
+    if (p != NULL && v->kind == V_INT) {
+        v->text.ptr = start;
+        v->text.len = (size_t)(p - start);
+    }
+    return p;
+}
+
+static const uint8_t *parse_finish_reason(scan *s, const uint8_t *p, int depth, slot *type) {
+    int more;
+    p = object_open(p, &more);
+    while (more) {
+        mlpe_span name;
+        if ((p = member_name(s, p, &name)) == NULL)
+            return NULL;
+        if (NAME_IS(name, "type"))
+            p = read_value(s, p, depth, type);
+        else
+            p = skip_member(s, p, depth);
+        if (p == NULL || (p = object_next(s, p, &more)) == NULL)
+            return NULL;
+    }
+    return p;
+}
+
+static const uint8_t *parse_meta(scan *s, const uint8_t *p, int depth, meta_rec *r) {
+    int more;
+    p = object_open(p, &more);
+    while (more) {
+        mlpe_span name;
+        if ((p = member_name(s, p, &name)) == NULL)
+            return NULL;
+        if (NAME_IS(name, "completion_tokens")) {
+            p = read_count(s, p, depth, &r->completion_tokens);
+        } else if (NAME_IS(name, "finish_reason")) {
+            r->finish_type.kind = V_ABSENT;
+            if (*p == '{') {
+                r->finish_reason = V_OBJECT;
+                p = parse_finish_reason(s, p, depth + 1, &r->finish_type);
+            } else {
+                slot v;
+                p = read_value(s, p, depth, &v);
+                r->finish_reason = v.kind;
+            }
+        } else if (NAME_IS(name, "prompt_tokens")) {
+            p = read_count(s, p, depth, &r->prompt_tokens);
+        } else {
+            p = skip_member(s, p, depth);
+        }
+        if (p == NULL || (p = object_next(s, p, &more)) == NULL)
+            return NULL;
+    }
+    return p;
+}
+
+static const uint8_t *parse_top_sglang(scan *s, const uint8_t *p, sglang_rec *r) {
+    int more;
+    p = object_open(p, &more);
+    while (more) {
+        mlpe_span name;
+        if ((p = member_name(s, p, &name)) == NULL)
+            return NULL;
+        if (NAME_IS(name, "text")) {
+            p = read_value(s, p, 1, &r->text);
+        } else if (NAME_IS(name, "meta_info")) {
+            if (*p == '{') {
+                meta_rec *m = &r->meta_rec;
+                m->finish_reason = m->finish_type.kind = V_ABSENT;
+                m->prompt_tokens.kind = m->completion_tokens.kind = V_ABSENT;
+                r->meta = V_OBJECT;
+                p = parse_meta(s, p, 2, m);
+            } else {
+                slot v;
+                p = read_value(s, p, 1, &v);
+                r->meta = v.kind;
+            }
+        } else if (NAME_IS(name, "error")) {
+            r->error_message.kind = V_ABSENT;
+            if (*p == '{') {
+                r->error.kind = V_OBJECT;
+                p = parse_error(s, p, 2, &r->error_message);
+            } else {
+                p = read_value(s, p, 1, &r->error);
+            }
+        } else {
+            p = skip_member(s, p, 1);
+        }
+        if (p == NULL || (p = object_next(s, p, &more)) == NULL)
+            return NULL;
+    }
+    return p;
+}
+
 /* ---- results ------------------------------------------------------------ */
 
 static int shape_error(mlpe_oai_decoder *d, shape f, mlpe_oai_chunk *out) {
@@ -1260,6 +1381,75 @@ static int finish(mlpe_oai_decoder *d, const top_rec *r, mlpe_oai_chunk *out) {
         out->has_usage = 1;
         out->usage = r->usage.text;
     }
+    return MLPE_OK;
+}
+
+static int sglang_shape_error(mlpe_oai_decoder *d, const char *path, mlpe_oai_chunk *out) {
+    snprintf(d->path, sizeof d->path, "%s", path);
+    out->shape_path = d->path;
+    return MLPE_E_CHUNK_SHAPE;
+}
+
+/* G5: {"prompt_tokens":P,"completion_tokens":C} in d->usage_text, from the
+ * literals present; 0 when neither is, or an error code. */
+static int sglang_usage(mlpe_oai_decoder *d, const meta_rec *m, mlpe_oai_chunk *out) {
+    static const char prompt[] = "\"prompt_tokens\":", completion[] = "\"completion_tokens\":";
+    mlpe_buf *b = &d->usage_text;
+    int rc = MLPE_OK;
+    b->len = 0;
+    if (m->prompt_tokens.kind != V_INT && m->completion_tokens.kind != V_INT)
+        return MLPE_OK;
+    rc |= mlpe_buf_append(b, (const uint8_t *)"{", 1);
+    if (m->prompt_tokens.kind == V_INT) {
+        rc |= mlpe_buf_append(b, (const uint8_t *)prompt, sizeof prompt - 1);
+        rc |= mlpe_buf_append(b, m->prompt_tokens.text.ptr, m->prompt_tokens.text.len);
+    }
+    if (m->completion_tokens.kind == V_INT) {
+        if (m->prompt_tokens.kind == V_INT)
+            rc |= mlpe_buf_append(b, (const uint8_t *)",", 1);
+        rc |= mlpe_buf_append(b, (const uint8_t *)completion, sizeof completion - 1);
+        rc |= mlpe_buf_append(b, m->completion_tokens.text.ptr, m->completion_tokens.text.len);
+    }
+    rc |= mlpe_buf_append(b, (const uint8_t *)"}", 1);
+    if (rc != MLPE_OK)
+        return MLPE_E_NOMEM;
+    out->has_usage = 1;
+    out->usage.ptr = b->ptr;
+    out->usage.len = b->len;
+    return MLPE_OK;
+}
+
+/* G2-G6 over the top record of a payload that passed J1-J4. */
+static int finish_sglang(mlpe_oai_decoder *d, const sglang_rec *r, mlpe_oai_chunk *out) {
+    const meta_rec *m = &r->meta_rec;
+    int rc;
+    if (r->error.kind > V_NULL) {
+        if (r->error.kind == V_STRING)
+            out->error_message = r->error.text;
+        else if (r->error.kind == V_OBJECT && r->error_message.kind == V_STRING)
+            out->error_message = r->error_message.text;
+        return MLPE_E_ENDPOINT_ERROR;
+    }
+    if (!string_ok(&r->text))
+        return sglang_shape_error(d, "text", out);
+    if (!kind_ok(r->meta, V_OBJECT))
+        return sglang_shape_error(d, "meta_info", out);
+    if (r->meta == V_OBJECT) {
+        if (!kind_ok(m->finish_reason, V_OBJECT))
+            return sglang_shape_error(d, "meta_info.finish_reason", out);
+        if (m->finish_reason == V_OBJECT && !string_ok(&m->finish_type))
+            return sglang_shape_error(d, "meta_info.finish_reason.type", out);
+        if (!kind_ok(m->prompt_tokens.kind, V_INT))
+            return sglang_shape_error(d, "meta_info.prompt_tokens", out);
+        if (!kind_ok(m->completion_tokens.kind, V_INT))
+            return sglang_shape_error(d, "meta_info.completion_tokens", out);
+        if ((rc = sglang_usage(d, m, out)) != MLPE_OK)
+            return rc;
+        out->has_finish_reason = m->finish_reason == V_OBJECT && m->finish_type.kind == V_STRING;
+        out->finish_reason = m->finish_type.text;
+    }
+    out->has_content = r->text.kind == V_STRING;
+    out->content = r->text.text;
     return MLPE_OK;
 }
 
@@ -1606,6 +1796,8 @@ static int apply_template(mlpe_oai_decoder *d, const uint8_t *json, size_t len, 
 }
 
 int mlpe_oai_init(mlpe_oai_decoder *d) {
+    d->dialect = MLPE_DIALECT_OPENAI;
+    mlpe_buf_init(&d->usage_text);
     mlpe_buf_init(&d->scratch);
     d->tools = NULL;
     d->cap_tools = 0;
@@ -1620,6 +1812,7 @@ int mlpe_oai_init(mlpe_oai_decoder *d) {
 }
 
 void mlpe_oai_free(mlpe_oai_decoder *d) {
+    mlpe_buf_free(&d->usage_text);
     mlpe_buf_free(&d->scratch);
     free(d->tools);
     d->tools = NULL;
@@ -1628,12 +1821,21 @@ void mlpe_oai_free(mlpe_oai_decoder *d) {
     d->tmpl_field = T_NONE;
 }
 
+int mlpe_oai_set_dialect(mlpe_oai_decoder *d, int dialect) {
+    d->dialect = dialect == MLPE_DIALECT_SGLANG ? MLPE_DIALECT_SGLANG : MLPE_DIALECT_OPENAI;
+    /* A template is OpenAI's (mlpe_oai.h): none survives a change. */
+    d->tmpl_field = T_NONE;
+    d->tmpl_misses = d->tmpl_skip = 0;
+    return d->dialect;
+}
+
 /* The full pass (out of line, so that a template hit does not pay for its
  * stack frame). */
 static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *json, size_t len,
                                          mlpe_oai_chunk *out, int arm) {
     scan s;
     top_rec r;
+    sglang_rec g;
     const uint8_t *p, *start;
     int rc;
 
@@ -1652,11 +1854,14 @@ static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *jso
     s.n_tools = s.n_ints = 0;
     s.err = MLPE_OK;
     start = ws(d->scratch.ptr);
-    if (*start == '{') {
+    if (*start != '{') {
+        p = skip_value(&s, start, 0);
+    } else if (d->dialect == MLPE_DIALECT_SGLANG) {
+        g.error.kind = g.error_message.kind = g.text.kind = g.meta = V_ABSENT;
+        p = parse_top_sglang(&s, start, &g);
+    } else {
         r.error.kind = r.error_message.kind = r.usage.kind = r.choices = V_ABSENT;
         p = parse_top(&s, start, &r);
-    } else {
-        p = skip_value(&s, start, 0);
     }
     if (p == NULL)
         return s.err;
@@ -1666,6 +1871,8 @@ static MLPE_OAI_NOINLINE int decode_full(mlpe_oai_decoder *d, const uint8_t *jso
         const shape f = {F_ROOT, 0, 0, 0};
         return shape_error(d, f, out);
     }
+    if (d->dialect == MLPE_DIALECT_SGLANG)
+        return finish_sglang(d, &g, out); /* never a template (mlpe_oai.h) */
     rc = finish(d, &r, out);
     if (rc == MLPE_OK && arm)
         arm_template(d, json, len, out, &s);

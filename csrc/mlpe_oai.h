@@ -1,6 +1,7 @@
 /*
  * mlpe_oai.h -- decoding of one OpenAI streaming chunk (or one non-streaming
- * completion body) from its JSON text, sans-IO.
+ * completion body) from its JSON text, sans-IO; or, in the SGLang dialect,
+ * of one event (or body) of SGLang's native /generate.
  *
  * Input: the data of one SSE event (never "[DONE]": callers test for it
  * first), or a whole non-streaming response body.  Output: the fragments a
@@ -65,6 +66,43 @@
  *      an element that is not an object) and the result is
  *      MLPE_E_CHUNK_SHAPE.
  *  S10. All other members are validated as JSON and otherwise ignored.
+ *
+ * SGLang chunk shape (MLPE_DIALECT_SGLANG, checked only for well-formed JSON)
+ * -------------------------------------------------------------------------
+ * SGLang's native POST /generate sends, per event, the object its
+ * non-streaming body is: {"text": ..., "output_ids": [...], "meta_info":
+ * {"id", "finish_reason", "prompt_tokens", "completion_tokens",
+ * "cached_tokens", ...}} (sglang/srt/entrypoints/http_server.py; the
+ * reference client's sglang/types.py).  By SGLang's default its "text" is
+ * the whole text so far, not a delta; this decoder reports it as it is, and
+ * mlpe_response (R11) makes the deltas.
+ *  G1. The top level must be an object (else shape_path is "$").
+ *  G2. "error": as S2 (SGLang ends a failed stream with {"error":
+ *      {"message": ...}}).  Nothing else of that chunk is reported.
+ *  G3. "text": string or null; the content when a string.
+ *  G4. "meta_info": object or null.  In it, "finish_reason": object or
+ *      null, whose "type" (string or null) is the finish reason: "length",
+ *      "stop", "abort" ({"type": "length", "length": 64}); a finish_reason
+ *      object without a string "type" gives none.
+ *  G5. In meta_info, "prompt_tokens" and "completion_tokens" (cumulative):
+ *      integers (S8) or null.  When either is an integer the chunk has usage:
+ *      the JSON text {"prompt_tokens":P,"completion_tokens":C}, each P and C
+ *      the literal as sent, a null or absent one left out -- the members an
+ *      OpenAI usage object (S7) is read for.
+ *  G6. Type checks follow a fixed order: top level error, text, meta_info;
+ *      in meta_info finish_reason, finish_reason.type, prompt_tokens,
+ *      completion_tokens.  The first failing check sets shape_path ("text",
+ *      "meta_info", "meta_info.finish_reason", "meta_info.finish_reason.type",
+ *      "meta_info.prompt_tokens" or "meta_info.completion_tokens") and the
+ *      result is MLPE_E_CHUNK_SHAPE.
+ *  G7. All other members -- "output_ids" (deltas or the whole list,
+ *      depending on SGLang's version), "cached_tokens", logprobs, and
+ *      "choices" or "usage" too -- are validated as JSON and otherwise
+ *      ignored.  There is no reasoning and no tool call: the route returns
+ *      the model's raw text (gpt-oss's Harmony channels are in it).
+ * J1-J6 hold as for OpenAI chunks.  The template of mlpe_oai.c is OpenAI's
+ * only: an SGLang chunk's text grows with every event and its counters
+ * change, so a decoder in this dialect always takes the full pass.
  */
 #ifndef MLPE_OAI_H
 #define MLPE_OAI_H
@@ -88,10 +126,11 @@ typedef struct mlpe_oai_tool {
 
 typedef struct mlpe_oai_chunk {
     uint8_t has_content, has_reasoning, has_finish_reason, has_usage;
-    mlpe_span content;       /* delta.content + choice.text, unescaped UTF-8 */
+    mlpe_span content;       /* delta.content + choice.text (SGLang: text), unescaped UTF-8 */
     mlpe_span reasoning;     /* reasoning_content or reasoning, unescaped */
     mlpe_span finish_reason; /* unescaped */
-    mlpe_span usage;         /* raw JSON text of the usage object (in scratch) */
+    mlpe_span usage;         /* raw JSON text of the usage object (in scratch;
+                              * SGLang: made by G5, in the decoder) */
     mlpe_span error_message; /* for MLPE_E_ENDPOINT_ERROR, unescaped */
     const mlpe_oai_tool *tools;
     size_t n_tools;
@@ -107,8 +146,16 @@ typedef struct mlpe_oai_chunk {
  * mlpe_oai.c) in a template; further such values are fixed bytes. */
 #define MLPE_OAI_TEMPLATE_INTS 4
 
+/* The chunk schema a decoder reads (mlpe_oai_set_dialect). */
+typedef enum mlpe_dialect {
+    MLPE_DIALECT_OPENAI = 0, /* rules S1-S10: chat and completions chunks */
+    MLPE_DIALECT_SGLANG = 1  /* rules G1-G7: SGLang's native /generate */
+} mlpe_dialect;
+
 typedef struct mlpe_oai_decoder {
     /* private */
+    int dialect;             /* mlpe_dialect */
+    mlpe_buf usage_text;     /* G5: the usage text an SGLang chunk reports */
     mlpe_buf scratch;        /* the payload's copy + zero padding, unescaped in place */
     mlpe_oai_tool *tools;
     size_t cap_tools;
@@ -129,13 +176,21 @@ typedef struct mlpe_oai_decoder {
     uint8_t tmpl_field;      /* the fragment the hole is; 0: no template */
 } mlpe_oai_decoder;
 
+/* A decoder of OpenAI chunks (MLPE_DIALECT_OPENAI). */
 int mlpe_oai_init(mlpe_oai_decoder *d);
 void mlpe_oai_free(mlpe_oai_decoder *d);
 
-/* Decodes json[0..len) into *out.  Returns MLPE_OK, MLPE_E_NOMEM, or one of
- * the chunk codes 401-405 (out->shape_path / out->error_message set as
- * described above; on any non-OK code the fragment fields are all absent).
- * Tool-call fragments are listed in array order.
+/* Makes d read the chunks of `dialect` (an mlpe_dialect; any other value
+ * is MLPE_DIALECT_OPENAI) from its next decode on; the template is dropped.
+ * Returns the dialect set. */
+int mlpe_oai_set_dialect(mlpe_oai_decoder *d, int dialect);
+
+/* Decodes json[0..len) into *out, by the rules of the decoder's dialect.
+ * Returns MLPE_OK, MLPE_E_NOMEM, or one of the chunk codes 401-405
+ * (out->shape_path / out->error_message set as described above; on any
+ * non-OK code the fragment fields are all absent).  Tool-call fragments are
+ * listed in array order.  An SGLang chunk's usage (G5) is in the decoder's
+ * own storage, valid as long as the other spans.
  *
  * The result is a function of json[0..len) alone: a decoder remembers the
  * shape of an earlier payload to decode the next one faster (the template

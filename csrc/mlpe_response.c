@@ -1,5 +1,5 @@
 /*
- * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R9).
+ * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R11).
  */
 #include "mlpe_response.h"
 
@@ -15,6 +15,8 @@ int mlpe_response_init(mlpe_response *r, const mlpe_response_limits *limits) {
         rc = mlpe_sse_init(&r->sse, limits ? limits->max_event : 0);
     if (rc == MLPE_OK)
         rc = mlpe_oai_init(&r->oai);
+    if (rc == MLPE_OK)
+        r->dialect = mlpe_oai_set_dialect(&r->oai, limits ? limits->dialect : 0);
     return rc;
 }
 
@@ -144,15 +146,34 @@ static int push_chunk_time(mlpe_response *r, int64_t t_ns) {
     return MLPE_OK;
 }
 
-/* Applies one decoded chunk (R3, R6).  Returns MLPE_RESPONSE_FIRST when it
- * is the first content-bearing one, 0 otherwise, or sets a NOMEM error. */
+/* R11: the length of the common prefix of a[0..n) and b[0..m). */
+static size_t common_prefix(const uint8_t *a, size_t n, const uint8_t *b, size_t m) {
+    size_t i = 0, end = n < m ? n : m;
+    while (i < end && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Applies one decoded chunk (R3, R6, R11).  Returns MLPE_RESPONSE_FIRST when
+ * it is the first content-bearing one, 0 otherwise, or sets an error (NOMEM,
+ * or R11's). */
 static unsigned apply_chunk(mlpe_response *r, const mlpe_oai_chunk *c, int64_t t_ns) {
-    int bearing = (c->has_content && c->content.len) || (c->has_reasoning && c->reasoning.len);
-    int rc = MLPE_OK;
+    mlpe_span content = c->content;
+    int bearing, rc = MLPE_OK;
     size_t i;
 
+    if (r->dialect == MLPE_DIALECT_SGLANG && c->has_content && r->content.len != 0) {
+        /* R11: the text so far; what it adds is beyond the content kept. */
+        const size_t have = r->content.len;
+        if (content.len < have || memcmp(content.ptr, r->content.ptr, have) != 0)
+            return fail(r, MLPE_E_TEXT_NOT_CUMULATIVE,
+                        common_prefix(content.ptr, content.len, r->content.ptr, have));
+        content.ptr += have;
+        content.len -= have;
+    }
+    bearing = (c->has_content && content.len) || (c->has_reasoning && c->reasoning.len);
     if (c->has_content)
-        rc |= mlpe_buf_append(&r->content, c->content.ptr, c->content.len);
+        rc |= mlpe_buf_append(&r->content, content.ptr, content.len);
     if (c->has_reasoning)
         rc |= mlpe_buf_append(&r->reasoning, c->reasoning.ptr, c->reasoning.len);
     for (i = 0; i < c->n_tools; i++) {

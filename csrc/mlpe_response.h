@@ -1,6 +1,6 @@
 /*
- * mlpe_response.h -- one streaming (or non-streaming) OpenAI response, from
- * wire bytes to its summary, sans-IO.
+ * mlpe_response.h -- one streaming (or non-streaming) OpenAI response, or
+ * SGLang /generate response, from wire bytes to its summary, sans-IO.
  *
  * Theory of operation
  * -------------------
@@ -46,10 +46,28 @@
  *  R8. Errors of the layers are terminal.  error_pos counts wire bytes for
  *      HTTP framing errors, and de-framed body bytes for the errors of the
  *      body (MLPE_E_EVENT_TOO_LARGE, MLPE_E_BODY_TOO_LARGE, and
- *      MLPE_E_CONTENT_ENCODING, which is found before body byte 0).
+ *      MLPE_E_CONTENT_ENCODING, which is found before body byte 0);
+ *      MLPE_E_TEXT_NOT_CUMULATIVE (R11) counts bytes of the text.
  *  R10. A 2xx event stream whose message ends without a single event
  *      (nothing, or bytes that never formed one) is MLPE_E_NO_EVENTS at the
  *      body's length: it is no answer, however cleanly it was framed.
+ *  R11. In the SGLang dialect (limits.dialect MLPE_DIALECT_SGLANG, chunks
+ *      by G1-G7 of mlpe_oai.h) a chunk's content is the whole text so far:
+ *      the content it adds is its text beyond the content accumulated,
+ *      which it must start with byte for byte.  A text that does not is not
+ *      appended, nor is anything else of its chunk: the response fails with
+ *      MLPE_E_TEXT_NOT_CUMULATIVE at the length of the two texts' common
+ *      prefix (a server started with --incremental-streaming-output sends
+ *      deltas, which cannot be told from a text that was rewritten).  A text
+ *      equal to the accumulated one adds nothing and is not content-bearing
+ *      (R3); a chunk without text (null, absent, or a chunk error, R5) adds
+ *      nothing either, and the next text still covers what it missed.  A
+ *      JSON body (R1) is one chunk: its text is the whole answer.  Limit:
+ *      a delta stream whose every delta repeats the text before it (the
+ *      same one-character token again and again) reads as cumulative text.
+ *      Cost: each event's text is compared with the whole text before it,
+ *      so a response costs time quadratic in its length, as SGLang's
+ *      cumulative stream itself does in bytes.
  *  R9. (framing done elsewhere, e.g. HTTP/2): the head arrives as a status and
  *      the two fields R1/R2 read (NULL/0 when absent), the body as de-framed
  *      payload bytes, the end of the message as a call.  The h1 layer is
@@ -112,11 +130,13 @@ typedef struct mlpe_tool_call {
     size_t name_first_len, arguments_first_len; /* see R3 */
 } mlpe_tool_call;
 
+/* The limits and options of a response (a zeroed struct: the defaults). */
 typedef struct mlpe_response_limits {
     mlpe_h1_limits h1;   /* zeros: the h1 defaults */
     size_t max_event;    /* 0: MLPE_SSE_DEFAULT_MAX_EVENT */
     size_t max_body;     /* 0: MLPE_RESPONSE_DEFAULT_MAX_BODY */
     int record_chunk_times; /* keep one stamp per content-bearing event */
+    int dialect;         /* mlpe_dialect of the chunks (0: OpenAI; SGLang: R11) */
 } mlpe_response_limits;
 
 typedef struct mlpe_response {
@@ -158,6 +178,7 @@ typedef struct mlpe_response {
     /* --- private --- */
     size_t max_body;
     int record_chunk_times;
+    int dialect;                   /* mlpe_dialect (R11) */
     size_t cap_tools, cap_chunk_times;
     uint64_t body_offset;          /* de-framed body bytes so far */
 } mlpe_response;

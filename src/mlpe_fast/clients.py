@@ -50,6 +50,8 @@ def client_for(
                 ca_bundle=config.ca_bundle,
                 insecure=config.insecure,
                 kernel_stamps=config.receive_stamps == "kernel",
+                # SGLang's /generate streams the whole text so far (R11)
+                dialect="sglang" if config.api_type == "sglang" else "openai",
             )
             for url in urls
         ]

@@ -35,6 +35,7 @@ __all__ = (
     "MlpeError",
     "ProtocolError",
     "SetupError",
+    "TextNotCumulative",
     "TooManyHeaders",
     "UnexpectedData",
     "UnexpectedUpgrade",
@@ -69,6 +70,7 @@ class ErrorCode(enum.IntEnum):
     CONTENT_ENCODING = 301
     BODY_TOO_LARGE = 302
     NO_EVENTS = 303
+    TEXT_NOT_CUMULATIVE = 304
     JSON_SYNTAX = 401
     JSON_UTF8 = 402
     JSON_DEPTH = 403
@@ -234,6 +236,25 @@ class NoEvents(ProtocolError):
     description = "the event stream ended without a single event"
 
 
+#: What TextNotCumulative says beside its position: the likely cause.
+NOT_CUMULATIVE_HINT = (
+    "SGLang sends the whole text so far in every event unless the server was started with "
+    "--incremental-streaming-output, whose deltas mlpe-fast does not read"
+)
+
+
+class TextNotCumulative(ProtocolError):
+    """An SGLang event whose text does not start with the text before it
+    (rule R11 of ``csrc/mlpe_response.h``); ``position`` is a byte of the
+    text: where the two texts part."""
+
+    code = ErrorCode.TEXT_NOT_CUMULATIVE
+    description = "SGLang event text parts from the text streamed before it"
+
+    def __init__(self, position: int, detail: str = "") -> None:
+        super().__init__(position, detail or NOT_CUMULATIVE_HINT)
+
+
 _BY_CODE: dict[int, type[ProtocolError]] = {
     cls.code: cls
     for cls in (
@@ -255,6 +276,7 @@ _BY_CODE: dict[int, type[ProtocolError]] = {
         UnsupportedContentEncoding,
         BodyTooLarge,
         NoEvents,
+        TextNotCumulative,
     )
 }
 

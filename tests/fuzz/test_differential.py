@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -426,3 +427,73 @@ def test_h2_c_matches_python_on_noise(
     """Unstructured bytes, often behind valid frames, reach every state."""
     c, py = h2_impls
     assert run_h2_scenario(*c, sc) == run_h2_scenario(*py, sc)
+
+
+# --- SGLang /generate responses (rule R11) -------------------------------------------------
+
+SGLANG_TEXT = st.text(st.sampled_from('ab é世😀"\\\n'), max_size=3)
+
+
+@st.composite
+def sglang_response(draw: st.DrawFn) -> bytes:
+    """An SGLang stream (or body) over HTTP/1.1: its events' texts mostly
+    grow (cumulative), sometimes stay, shrink or change (R11's failure), and
+    some events are broken or errors; often corrupted by byte edits."""
+    text, n = "", 0
+    payloads: list[bytes] = []
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["grow", "grow", "grow", "same", "rewrite", "none", "bad"]))
+        if kind == "bad":
+            payloads.append(
+                draw(st.sampled_from([b'{"text": "a', b'{"error":{"message":"x"}}', b"{}", b"[]"]))
+            )
+            continue
+        if kind == "grow":
+            text += draw(SGLANG_TEXT)
+        elif kind == "rewrite":
+            text = draw(SGLANG_TEXT)
+        n += 1
+        doc: dict[str, Any] = {
+            "output_ids": [n],
+            "meta_info": {"finish_reason": None, "prompt_tokens": 3, "completion_tokens": n},
+        }
+        if kind != "none":
+            doc["text"] = text
+        payloads.append(msgspec.json.encode(doc))
+    if draw(st.booleans()):
+        body = [b"data: " + p + draw(eol()) * 2 for p in payloads]
+        body.append(b"data: [DONE]\n\n")
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+    else:  # a non-streaming body: one object
+        body = [payloads[-1] if payloads else b'{"text":"whole"}']
+        head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    data = b"".join(body)
+    message = head + b"content-length: %d\r\n\r\n" % len(data) + data
+    return corrupt(draw, message) if draw(st.integers(0, 3)) == 0 else message
+
+
+def response_run(decoder: Any, pieces: Sequence[bytes], stamps: Sequence[int]) -> Any:
+    """The trace of a response decoder, and its summary."""
+    trace = run(decoder, pieces, stamps, eof=True)
+    return trace, decoder.summary()
+
+
+@pytest.fixture(scope="module")
+def response_impls() -> tuple[ModuleType, ModuleType]:
+    return wire_module("response", "c"), wire_module("response", "py")
+
+
+@SETTINGS
+@given(data=st.data())
+def test_sglang_response_c_matches_python(
+    response_impls: tuple[ModuleType, ModuleType], data: st.DataObject
+) -> None:
+    """Milestones call by call, the terminal error (R11's TextNotCumulative
+    with its text position included) and the summaries agree."""
+    c_mod, py_mod = response_impls
+    stream = data.draw(sglang_response(), label="stream")
+    pieces, stamps = data.draw(split(stream), label="pieces")
+    c_trace, c_summary = response_run(c_mod.ResponseDecoder(dialect="sglang"), pieces, stamps)
+    py_trace, py_summary = response_run(py_mod.ResponseDecoder(dialect="sglang"), pieces, stamps)
+    assert_same(c_trace, py_trace)
+    assert c_summary == py_summary

@@ -8,8 +8,10 @@ request handler first counts every ``POST`` to a completion route by
 stream, protocol, count]`` rows, ``protocol`` being "h1" or "h2".  ``GET
 /_prompts`` returns what the prompts were, by model: ``[model, kind,
 count]`` rows, ``kind`` being "text", "token_ids" (a ``/v1/completions``
-prompt of integers) or "messages".  ``GET /_token_prompts`` returns the
-token-id prompts themselves: ``[model, [id, ...]]`` rows in arrival order.
+prompt of integers, or SGLang's ``input_ids``) or "messages".  ``GET
+/_token_prompts`` returns the token-id prompts themselves: ``[model, [id,
+...]]`` rows in arrival order.  SGLang's ``/generate`` carries no model:
+its requests count under the model "".
 
 A test gives each case its own ``--model`` name (the endpoint accepts any)
 and reads the counts of that name: what the server saw of that run alone,
@@ -31,7 +33,7 @@ SCRIPT = str(Path(__file__).resolve())
 TALLY_PATH = "/_tally"
 PROMPTS_PATH = "/_prompts"
 TOKEN_PROMPTS_PATH = "/_token_prompts"
-COMPLETION_ROUTES = ("/v1/chat/completions", "/v1/completions")
+COMPLETION_ROUTES = ("/v1/chat/completions", "/v1/completions", "/generate")
 
 Key = tuple[str, str, bool, str]  # model, route, stream, protocol
 
@@ -64,14 +66,14 @@ def _install() -> None:
             except msgspec.DecodeError:
                 doc = None
             if isinstance(doc, dict):
-                model = str(doc.get("model"))
+                model = str(doc.get("model", ""))
                 tally[
                     (model, path, doc.get("stream") is True, "h1" if out.wire is not None else "h2")
                 ] += 1
                 kind = _prompt_kind(doc)
                 kinds[(model, kind)] += 1
                 if kind == "token_ids":
-                    token_prompts.append((model, doc["prompt"]))
+                    token_prompts.append((model, doc.get("input_ids", doc.get("prompt"))))
         original(state, out, method, path, body, **stamps)
 
     # Both protocols' modules imported the handler by name.
@@ -80,7 +82,7 @@ def _install() -> None:
 
 
 def _prompt_kind(doc: dict[str, Any]) -> str:
-    prompt = doc.get("prompt")
+    prompt = doc.get("input_ids", doc.get("prompt"))
     if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
         return "token_ids"
     return "messages" if "messages" in doc else "text"

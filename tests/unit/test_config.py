@@ -231,10 +231,24 @@ def test_warmup_requests_zero_disables() -> None:
             "--load-pattern: burst load patterns are not supported by mlpe-fast",
         ),
         (
-            ["--api-type", "sglang"],
-            "--api-type: sglang endpoints are not supported by mlpe-fast",
+            ["--api-type", "videogen"],
+            "--api-type: videogen endpoints are not supported by mlpe-fast",
         ),
-        (["--api-type", "grpc"], "--api-type: 'grpc' is not one of openai, openai-completions"),
+        (
+            ["--api-type", "grpc"],
+            "--api-type: 'grpc' is not one of openai, openai-completions, sglang",
+        ),
+        (
+            ["--api-type", "sglang", "--dataset", "prompts.jsonl"],
+            "--dataset prompts: --api-type sglang sends token ids to /generate (input_ids, as the "
+            "reference); a text dataset has none: give its ids column with "
+            "parser.input_tokens=COL, or use --api-type openai",
+        ),
+        (
+            ["--endpoints", "http://h:30000/generate", "--model", "m"],
+            "--endpoints names the route /generate, but the API type openai sends to "
+            "/v1/chat/completions: add --api-type sglang, or give the base URL only",
+        ),
         (
             ["--load-pattern", "poisson"],
             "--load-pattern: poisson needs a rate: --target-qps "

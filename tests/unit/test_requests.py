@@ -158,6 +158,54 @@ def test_completions_body() -> None:
     assert default_route("openai") == "/v1/chat/completions"
 
 
+def token_dataset(*ids: tuple[int, ...]) -> Dataset:
+    spec = DatasetSpec(path="tokens.jsonl", input_tokens_column="ids")
+    return Dataset(spec=spec, columns=("ids",), samples=tuple(Sample(token_ids=i) for i in ids))
+
+
+def test_sglang_body_is_the_reference_s_with_sampling_params_inside() -> None:
+    # sglang/types.py's SGLangGenerateRequest; SGLang's own names inside
+    # sampling_params (its SamplingParams refuses others), no model
+    (template,) = build_body_templates(
+        token_dataset((1, 2, 3)),
+        model="m",
+        api_type="sglang",
+        max_output_tokens=8,
+        sampling={
+            "temperature": 0.5,
+            "seed": 7,
+            "top_k": 20,
+            "top_p": None,
+            "chat_template_kwargs": {"reasoning_effort": "low"},
+        },
+        salt=False,
+    )
+    assert template.render() == (
+        b'{"input_ids":[1,2,3],"sampling_params":{"max_new_tokens":8,"temperature":0.5,'
+        b'"sampling_seed":7,"top_k":20,"skip_special_tokens":false},"stream":true}'
+    )
+    (plain,) = build_body_templates(
+        token_dataset((4,)), model="m", api_type="sglang", stream=False, salt=False
+    )
+    assert json.loads(plain.render()) == {
+        "input_ids": [4],
+        "sampling_params": {"max_new_tokens": 1024, "skip_special_tokens": False},
+        "stream": False,
+    }
+    assert default_route("sglang") == "/generate"
+
+
+def test_sglang_sends_token_ids_only() -> None:
+    with pytest.raises(UsageError) as info:
+        build_body_templates(dataset(Sample(prompt="hello")), model="m", api_type="sglang")
+    assert str(info.value) == (
+        "dataset mem.jsonl: api_type sglang sends token ids (input_ids) only; give the "
+        "dataset's ids column with parser.input_tokens=COL"
+    )
+    with pytest.raises(UsageError, match="sent to /v1/completions or SGLang's /generate only"):
+        build_body_templates(token_dataset((1,)), model="m", api_type="openai", salt=False)
+
+
 def test_completions_rejects_what_it_cannot_send() -> None:
     with pytest.raises(UsageError) as info:
         build_body_templates(

@@ -384,6 +384,15 @@ def test_bytes_after_the_response_are_counted(response: ModuleType) -> None:
     assert not s.keep_alive and s.ok
 
 
+def test_an_empty_read_after_the_message_is_no_unexpected_byte(response: ModuleType) -> None:
+    # R7 counts bytes; an empty piece (a read of nothing) keeps the
+    # connection reusable (the twin used to drop keep_alive on it)
+    data = http_response(sse_body(chat_chunk(content="a")), transfer="length")
+    _, decoder = feed_pieces(response, [data, b""])
+    summary = decoder.summary()
+    assert summary.complete and summary.keep_alive and summary.unexpected_bytes == 0
+
+
 def test_framing_error_after_good_events(response: ModuleType) -> None:
     data = FIXTURES["lf"]
     last_chunk = data.rindex(b"\r\n0\r\n") + 2

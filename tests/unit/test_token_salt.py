@@ -253,8 +253,11 @@ def test_token_salts_are_reproducible_by_seed_and_distinct(bpe: Path, tmp_path: 
 # Bodies and prompts ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("api_type", "member"), [("openai-completions", "prompt"), ("sglang", "input_ids")]
+)
 def test_feed_bodies_splice_the_salt_ids_and_prompts_hold_the_ids_sent(
-    bpe: Path, tmp_path: Path
+    bpe: Path, tmp_path: Path, api_type: str, member: str
 ) -> None:
     directory = with_template(bpe, tmp_path, HARMONY)
     samples = [
@@ -262,9 +265,7 @@ def test_feed_bodies_splice_the_salt_ids_and_prompts_hold_the_ids_sent(
         for user in ("What is the capital?", "Tell me about hex.")
     ]
     data = token_dataset(*samples)
-    run = RunConfig(
-        model="m", api_type="openai-completions", tokenizer=str(directory), datasets=(data.spec,)
-    )
+    run = RunConfig(model="m", api_type=api_type, tokenizer=str(directory), datasets=(data.spec,))
     feed = RequestFeed.for_phase(data, run, "performance")
     prompts = IssuedPrompts.for_run(data, run, salt=True)
     salter = Salter(run.seeds.salt_seed)
@@ -274,7 +275,7 @@ def test_feed_bodies_splice_the_salt_ids_and_prompts_hold_the_ids_sent(
     for _ in range(6):
         index, body = feed.next_request()
         hex_salt = salter.next_hex_bytes()
-        sent = tuple(json.loads(body)["prompt"])
+        sent = tuple(json.loads(body)[member])
         salt_ids = token_salt.salt_ids(hex_salt)
         at = feed._token_salting.positions[index]  # type: ignore[union-attr]
         assert sent == samples[index][:at] + salt_ids + samples[index][at:]

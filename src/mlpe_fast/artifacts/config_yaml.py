@@ -157,8 +157,9 @@ def config_to_yaml_dict(
     }
     if config.api_key is not None:
         endpoint_config["api_key"] = REDACTED
+    # The reference's YAML spellings (its APIType values).
     endpoint_config["api_type"] = (
-        "openai_completions" if config.api_type == "openai-completions" else "openai"
+        "openai_completions" if config.api_type == "openai-completions" else config.api_type
     )
 
     timeouts: dict[str, Any] = {

@@ -44,7 +44,7 @@ LoadPattern = Literal["concurrency", "offline", "poisson", "agentic_inference"]
 Mode = Literal["perf", "acc", "both"]
 ReceiveStamps = Literal["kernel", "read"]
 OfflineKind = Literal["dedicated", "elected", "none"]
-ApiType = Literal["openai", "openai-completions"]
+ApiType = Literal["openai", "openai-completions", "sglang"]
 Streaming = Literal["auto", "on", "off"]
 #: The reference's top-level ``type:`` (``eval``: its accuracy-only configs).
 TestType = Literal["offline", "online", "submission", "eval"]
@@ -69,14 +69,16 @@ LOAD_PATTERNS: Mapping[str, LoadPattern] = {
 LOAD_PATTERNS_SHOWN = ("concurrency", "max_throughput", "offline", "poisson")
 LOAD_PATTERNS_UNSUPPORTED = {"burst": "burst load patterns", "step": "step load patterns"}
 
-# ``openai_completions`` is the reference's YAML spelling.
+# ``openai_completions`` is the reference's YAML spelling; ``sglang`` is
+# SGLang's native ``/generate`` (token ids in, the whole text so far out).
 API_TYPES: Mapping[str, ApiType] = {
     "openai": "openai",
     "openai-completions": "openai-completions",
     "openai_completions": "openai-completions",
+    "sglang": "sglang",
 }
-API_TYPES_SHOWN = ("openai", "openai-completions")
-API_TYPES_UNSUPPORTED = {"sglang": "sglang endpoints", "videogen": "videogen endpoints"}
+API_TYPES_SHOWN = ("openai", "openai-completions", "sglang")
+API_TYPES_UNSUPPORTED = {"videogen": "videogen endpoints"}
 
 MODES: Mapping[str, Mode] = {"perf": "perf", "acc": "acc", "both": "both"}
 STREAMING: Mapping[str, Streaming] = {"auto": "auto", "on": "on", "off": "off"}

@@ -11,18 +11,21 @@ from .choices import ApiType
 from .coerce import short
 from .given import Given
 
-__all__ = ("ROUTES", "base_urls", "named_route")
+__all__ = ("ROUTES", "ROUTE_OF", "base_urls", "named_route")
 
 logger = logging.getLogger(__name__)
 
 #: Routes a base URL may end in, as the OpenAI SDK's and vLLM's base URLs do
 #: (``http://host:8000/v1``), or a whole route copied from a curl command.
-_ROUTE_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/v1")
+_ROUTE_SUFFIXES = ("/v1/chat/completions", "/v1/completions", "/generate", "/v1")
 #: The API type each whole route is served with.
 ROUTES: dict[str, ApiType] = {
     "/v1/chat/completions": "openai",
     "/v1/completions": "openai-completions",
+    "/generate": "sglang",
 }
+#: The route each API type sends to (``RunConfig.route``).
+ROUTE_OF: dict[ApiType, str] = {api_type: route for route, api_type in ROUTES.items()}
 _EXAMPLE = "e.g. http://localhost:8000"
 
 

@@ -33,7 +33,7 @@ from ..load.harmony import (
     harmony_encoder,
 )
 from ..load.salt import default_salt_seed
-from .endpoints import ROUTES, named_route
+from .endpoints import ROUTE_OF, ROUTES, named_route
 from .given import GivenSettings
 from .run_config import WARMUP_DATASET_PASS
 from .schema import SETTINGS_BY_NAME
@@ -273,11 +273,10 @@ def route_matches_api_type(given: GivenSettings, values: Values) -> Values:
     route = None if found is None else named_route(found)
     api_type = values["api_type"]
     if route is not None and ROUTES[route] != api_type:
-        flag = "--api-type openai-completions" if api_type == "openai" else "--api-type openai"
         raise UsageError(
             f"--endpoints names the route {route}, but the API type {api_type} "
-            f"sends to {'/v1/chat/completions' if api_type == 'openai' else '/v1/completions'}: "
-            f"add {flag}, or give the base URL only"
+            f"sends to {ROUTE_OF[api_type]}: add --api-type {ROUTES[route]}, "
+            "or give the base URL only"
         )
     return _NONE
 
@@ -487,26 +486,44 @@ def _harmony_effort(spec: DatasetSpec, given: object) -> HarmonyEffort:
 
 def token_datasets(given: GivenSettings, values: Values) -> Values:
     """A pre-tokenized dataset (``parser.input_tokens``) is sent as
-    ``prompt: [id, ...]`` to ``/v1/completions``: the chat route has no
-    field for token ids.  Its queries are salted as text queries are, in
-    the token stream as spec §2.5 asks ("if the client sends token IDs, the
-    salt must be in the token stream"): the salt's ids go after the user
+    ``prompt: [id, ...]`` to ``/v1/completions``, or as ``input_ids`` to SGLang's
+    ``/generate`` (``--api-type sglang``, which sends nothing else): the chat
+    route has no field for token ids.  Its queries are salted as text queries
+    are, in the token stream as spec §2.5 asks ("if the client sends token IDs,
+    the salt must be in the token stream"): the salt's ids go after the user
     turn's header, or before the first id with ``--token-salt start``
-    (``load/token_salt.py``, which refuses at load time a tokenizer,
-    template or sample it cannot place them in).  The reference refuses
-    to salt ``input_tokens`` samples instead (``dataset_manager/dataset.py``
+    (``load/token_salt.py``, which refuses at load time a tokenizer, template
+    or sample it cannot place them in).  The reference refuses to salt
+    ``input_tokens`` samples instead (``dataset_manager/dataset.py``
     ``_check_unsaltable``)."""
+    where = "--dataset" if "datasets" in given.by_flag else "datasets"
+    if values["api_type"] == "sglang":
+        _sglang_sends_token_ids(values["datasets"], where)
     tokens = [d for d in values["datasets"] if d.pre_tokenized]
     if not tokens:
         return _NONE
-    where = "--dataset" if "datasets" in given.by_flag else "datasets"
     named = f"{where} {tokens[0].display_name}"
-    if values["api_type"] != "openai-completions":
+    if values["api_type"] not in ("openai-completions", "sglang"):
         raise UsageError(
             f"{named}: token ids (parser.input_tokens) cannot be sent to /v1/chat/completions; "
             "add --api-type openai_completions (YAML endpoint_config.api_type)"
         )
     return _NONE
+
+
+def _sglang_sends_token_ids(datasets: tuple[DatasetSpec, ...], where: str) -> None:
+    """SGLang's ``/generate`` gets token ids (``input_ids``), as the reference
+    sends them (``sglang/adapter.py``: it encodes every text dataset into
+    Harmony token ids first, ``Harmonize()``): a text prompt sent as SGLang's
+    ``text`` would reach the model without any chat template, another prompt
+    than the reference's, so a text dataset is refused."""
+    for spec in datasets:
+        if not spec.pre_tokenized:
+            raise UsageError(
+                f"{where} {spec.display_name}: --api-type sglang sends token ids to /generate "
+                "(input_ids, as the reference); a text dataset has none: give its ids column "
+                "with parser.input_tokens=COL, or use --api-type openai"
+            )
 
 
 def default_name(given: GivenSettings, values: Values) -> Values:

@@ -104,8 +104,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             built-in simulated endpoint.
         model: the ``model`` field of every request.
         api_key: sent as ``Authorization: Bearer``; never written to disk.
-        api_type: "openai" (``/v1/chat/completions``) or
-            "openai-completions" (``/v1/completions``).
+        api_type: "openai" (``/v1/chat/completions``),
+            "openai-completions" (``/v1/completions``) or "sglang"
+            (SGLang's native ``/generate``).
         datasets: in configuration order.
         tokenizer: Hugging Face id or local path for token counts (None:
             the model name, as the reference).
@@ -270,6 +271,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         """The request path for ``api_type``."""
         if self.api_type == "openai-completions":
             return "/v1/completions"
+        if self.api_type == "sglang":
+            return "/generate"
         return "/v1/chat/completions"
 
     @property

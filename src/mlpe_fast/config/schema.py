@@ -162,8 +162,8 @@ SETTINGS: tuple[Setting, ...] = (
             choices.API_TYPES, choices.API_TYPES_UNSUPPORTED, choices.API_TYPES_SHOWN
         ),
         flags=(Flag(name="--api-type", group="endpoint", metavar="TYPE",
-                    help="openai (/v1/chat/completions, default) or openai-completions "
-                    "(/v1/completions)"),),
+                    help="openai (/v1/chat/completions, default), openai-completions "
+                    "(/v1/completions) or sglang (SGLang's /generate, token-id datasets)"),),
         yaml_keys=("endpoint_config.api_type",),
     ),
     Setting(

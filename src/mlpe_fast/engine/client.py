@@ -46,6 +46,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ..errors import MlpeError
+from ..wire._oai_py import DIALECTS
 from ..wire.events import NO_RESPONSE
 from ._receive import ArrivalClock
 from .clock import monotonic_ns
@@ -93,6 +94,10 @@ class Client:
         max_event, max_body: decoder limits (``csrc/mlpe_sse.h``,
             ``csrc/mlpe_response.h``).
         record_chunk_times: keep one stamp per content-bearing event.
+        dialect: the schema of the endpoint's response chunks: ``"openai"``
+            (chat and completions) or ``"sglang"`` (SGLang's native
+            ``/generate``, whose events carry the whole text so far; rule
+            R11 of ``csrc/mlpe_response.h``).  Over both protocols alike.
         max_connections: at most this many connections at once; further
             requests wait for one (:class:`~.pool.ConnectionPool`).
             None: as many as the requests in flight need.
@@ -119,6 +124,7 @@ class Client:
         max_event: int = 1 << 20,
         max_body: int = 16 << 20,
         record_chunk_times: bool = False,
+        dialect: str = "openai",
         max_connections: int | None = None,
         http2: bool = False,
         ca_bundle: str | None = None,
@@ -159,6 +165,10 @@ class Client:
                 raise ClientConfigError(f"{name} must be a positive number of seconds, not {value}")
         if max_connections is not None and max_connections < 1:
             raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
+        if dialect not in DIALECTS:
+            raise ClientConfigError(
+                f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}"
+            )
         self._max_connections = max_connections
         #: Connections :meth:`warm_up` opened, and the time it took (the
         #: connection setup kept out of every request's figures).
@@ -182,6 +192,7 @@ class Client:
             "max_event": max_event,
             "max_body": max_body,
             "record_chunk_times": record_chunk_times,
+            "dialect": dialect,
         }
         # Sample ids: 32 hex digits, a random half per client and a counter,
         # which is unique and costs no system call per request (uuid4 does).

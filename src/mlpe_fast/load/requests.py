@@ -52,6 +52,30 @@ and ``completions_adapter.py``):
   of 19 characters.  The reference refuses to salt an ``input_tokens``
   sample (``dataset_manager/dataset.py``, ``_check_unsaltable``).
 
+* SGLang's native route (``api_type="sglang"``, ``POST /generate``), as the
+  reference's ``SGLangGenerateAdapter`` builds it
+  (``mlcommons/endpoints:src/inference_endpoint/sglang/types.py``)::
+
+    {"input_ids": [id, ...],
+     "sampling_params": {"max_new_tokens", "temperature"?, "sampling_seed"?,
+                         "top_p"?, "top_k"?, "repetition_penalty"?,
+                         "presence_penalty"?, "frequency_penalty"?,
+                         "skip_special_tokens": false},
+     "stream"}
+
+  for pre-tokenized datasets only: the reference encodes every text
+  dataset into Harmony token ids before it sends one (``Harmonize()``), so a
+  text prompt (SGLang's ``text``, which no chat template would wrap) is
+  refused.  The ids are salted in the token stream and spliced as in a
+  completions body (``input_ids`` takes the place of ``prompt``).  The
+  sampling parameters go where SGLang reads them, in ``sampling_params``,
+  under SGLang's names (``seed`` is ``sampling_seed``; its
+  ``SamplingParams`` refuses unknown names); ``skip_special_tokens:
+  false`` keeps gpt-oss's Harmony markers in the text, as the completions
+  body does, so that the OSL counts what ``completion_tokens`` counts and
+  the first token is the first token generated.  ``chat_template_kwargs``
+  has no place: no template is applied to ids.
+
 A dataset's ``generation_config_override`` (``load/dataset.py``
 :class:`~mlpe_fast.load.dataset.GenerationOverride`) replaces the run's
 output cap and sampling settings in that dataset's bodies.
@@ -85,6 +109,7 @@ if TYPE_CHECKING:
 __all__ = (
     "CHAT_ROUTE",
     "COMPLETIONS_ROUTE",
+    "SGLANG_ROUTE",
     "BodyTemplate",
     "IssuedPrompts",
     "IssuedRequest",
@@ -103,6 +128,7 @@ __all__ = (
 
 CHAT_ROUTE = "/v1/chat/completions"
 COMPLETIONS_ROUTE = "/v1/completions"
+SGLANG_ROUTE = "/generate"
 
 
 class TokenPrompt(msgspec.Struct, frozen=True, gc=False):
@@ -135,6 +161,9 @@ _SAMPLING_ORDER = (
     "frequency_penalty",
     "chat_template_kwargs",
 )
+# SGLang's names of the sampling parameters it spells otherwise
+# (sglang/srt/sampling/sampling_params.py).
+_SGLANG_NAMES = {"seed": "sampling_seed"}
 
 
 class IssuedRequest(NamedTuple):
@@ -183,7 +212,8 @@ def build_body_templates(
     Args:
         dataset: the loaded samples.
         model: the ``model`` field.
-        api_type: "openai" (chat completions) or "openai-completions".
+        api_type: "openai" (chat completions), "openai-completions" or
+            "sglang" (``/generate``, pre-tokenized datasets only).
         stream: streamed responses (``stream``, ``stream_options``).
         max_output_tokens: ``max_completion_tokens`` (chat) or ``max_tokens``.
         sampling: optional ``temperature``, ``seed``, ``top_p``, ``top_k``,
@@ -207,10 +237,16 @@ def build_body_templates(
         raise ValueError(f"unknown sampling parameters: {', '.join(unknown)}")
     if dataset.spec.pre_tokenized:
         _check_token_route(dataset, api_type=api_type, salt=salt, token_salting=token_salting)
+    elif api_type == "sglang":
+        raise UsageError(
+            f"dataset {dataset.spec.path}: api_type sglang sends token ids (input_ids) only; "
+            "give the dataset's ids column with parser.input_tokens=COL"
+        )
     templates: list[BodyTemplate] = []
     for index, sample in enumerate(dataset.samples):
         if sample.token_ids is not None:
-            doc = _token_doc(
+            build = _sglang_doc if api_type == "sglang" else _token_doc
+            doc = build(
                 model=model, stream=stream, max_output_tokens=max_output_tokens, extra=extra
             )
             at = None if token_salting is None or not salt else token_salting.positions[index]
@@ -316,10 +352,11 @@ def _check_token_route(
     configuration refuses another route before any load
     (``config/rules.py``); this guards the callers that build bodies
     themselves."""
-    if api_type != "openai-completions":
+    if api_type not in ("openai-completions", "sglang"):
         raise UsageError(
             f"dataset {dataset.spec.path}: token ids (parser.input_tokens) are sent to "
-            "/v1/completions only; add --api-type openai_completions"
+            "/v1/completions or SGLang's /generate only; add --api-type openai_completions "
+            "(or sglang)"
         )
     if salt and token_salting is None:
         raise ValueError("salting token ids needs their token_salting (token_salting_for)")
@@ -344,6 +381,26 @@ def _token_doc(
         if key in extra and key != "chat_template_kwargs":
             doc[key] = extra[key]
     return doc
+
+
+def _sglang_doc(
+    *,
+    model: str,
+    stream: bool,
+    max_output_tokens: int,
+    extra: Mapping[str, Any],
+) -> dict[str, Any]:
+    # "input_ids" is filled in by _encode_tokens; /generate takes no model
+    # (the server has one), as the reference's body has none.
+    del model
+    params: dict[str, Any] = {"max_new_tokens": max_output_tokens}
+    if "temperature" in extra:
+        params["temperature"] = extra["temperature"]
+    for key in _SAMPLING_ORDER:
+        if key in extra and key != "chat_template_kwargs":
+            params[_SGLANG_NAMES.get(key, key)] = extra[key]
+    params["skip_special_tokens"] = False
+    return {"input_ids": _PLACEHOLDER, "sampling_params": params, "stream": stream}
 
 
 def _chat_doc(
@@ -693,4 +750,6 @@ def _salted_messages(
 
 def default_route(api_type: str) -> str:
     """The request path of an API type (the reference's ``APIType.default_route``)."""
-    return COMPLETIONS_ROUTE if api_type == "openai-completions" else CHAT_ROUTE
+    if api_type == "openai-completions":
+        return COMPLETIONS_ROUTE
+    return SGLANG_ROUTE if api_type == "sglang" else CHAT_ROUTE

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from ._events import framed
-from ._jobs import BufferedJob, StreamJob
+from ._jobs import BufferedJob, Renders, StreamJob
 
 __all__ = ("BUFFERED_FAULTS", "FaultyBufferedJob", "FaultyStreamJob", "fault_error")
 
@@ -224,6 +224,9 @@ class FaultyStreamJob(StreamJob):
             text = _INVALID_UTF8
         else:  # oversized-event: a content string of that many characters
             text = b"x" * self.state.config.fault_event_bytes
+        sglang = self.sglang_events()
+        if sglang is not None:  # after the text so far, which it leaves alone
+            return sglang.aside(text, _monotonic_ns())
         return self.content.render(text, _monotonic_ns())
 
 
@@ -262,7 +265,11 @@ class FaultyBufferedJob(BufferedJob):
         out: list[bytes] = []
         if self.fault == "interrupt":
             bind = (self.rid, self.created, self.recv)
-            if self.gen.chat:
+            content: Renders
+            reasoning: Renders
+            if self.gen.sglang:
+                content = reasoning = self.new_sglang_events()
+            elif self.gen.chat:
                 role = state.role_shape.bind(*bind, eol=eol, chunked=False)
                 out.append(role.render(b"", _monotonic_ns()))
                 content = state.content_shape.bind(*bind, eol=eol, chunked=False)

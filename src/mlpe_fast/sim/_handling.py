@@ -127,9 +127,48 @@ def _parse_gen(
     return Gen(chat, stream, include_usage, max_tokens, prompt_tokens)
 
 
+def _parse_generate(doc: object, *, limit: int) -> Gen:
+    """What an SGLang ``/generate`` request asks for (its
+    ``GenerateReqInput``: ``input_ids`` or ``text``, ``sampling_params``,
+    ``stream``); other members are ignored."""
+    if not isinstance(doc, dict):
+        raise _BadParams("the request body must be a JSON object")
+    stream = doc.get("stream")
+    if stream is None:
+        stream = False
+    elif not isinstance(stream, bool):
+        raise _BadParams("'stream' must be a boolean", "stream")
+    ids, text = doc.get("input_ids"), doc.get("text")
+    if ids is not None:
+        if not isinstance(ids, list) or not ids or not all(type(t) is int and t >= 0 for t in ids):
+            raise _BadParams("'input_ids' must be a non-empty array of token ids", "input_ids")
+        prompt_tokens = len(ids)
+    elif isinstance(text, str):
+        prompt_tokens = len(text)
+    else:
+        raise _BadParams("either 'text' or 'input_ids' should be provided", "input_ids")
+    params = doc.get("sampling_params")
+    max_tokens: int | None = None
+    if params is not None:
+        if not isinstance(params, dict):
+            raise _BadParams("'sampling_params' must be an object", "sampling_params")
+        value = params.get("max_new_tokens")
+        if value is not None:
+            if type(value) is not int or value < 1:
+                raise _BadParams("'max_new_tokens' must be an integer >= 1", "sampling_params")
+            if value > limit:
+                raise _BadParams(
+                    f"'max_new_tokens' exceeds the simulated context of {limit} tokens",
+                    "sampling_params",
+                )
+            max_tokens = value
+    return Gen(False, stream, False, max_tokens, prompt_tokens, sglang=True)
+
+
 _ROUTES: dict[str, tuple[str, ...]] = {
     "/v1/chat/completions": ("POST",),
     "/v1/completions": ("POST",),
+    "/generate": ("POST",),
     "/v1/models": ("GET",),
     "/health": ("GET",),
 }
@@ -237,9 +276,12 @@ def handle_request(
     chat = path == "/v1/chat/completions"
     try:
         doc = msgspec.json.decode(body)
-        gen = _parse_gen(
-            doc, chat=chat, limit=state.config.max_output_tokens, fields=state.limit_fields
-        )
+        if path == "/generate":
+            gen = _parse_generate(doc, limit=state.config.max_output_tokens)
+        else:
+            gen = _parse_gen(
+                doc, chat=chat, limit=state.config.max_output_tokens, fields=state.limit_fields
+            )
     except msgspec.DecodeError:
         send_error(state, out, 400, "the request body is not valid JSON")
         return

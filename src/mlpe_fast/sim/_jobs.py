@@ -12,16 +12,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from ._events import Event, framed
-from .stream import chat_chunk, chat_completion, completion_chunk, text_completion
+from .stream import (
+    chat_chunk,
+    chat_completion,
+    completion_chunk,
+    sglang_finish,
+    sglang_generate,
+    text_completion,
+)
 
 if TYPE_CHECKING:
     from ._responder import Responder
     from ._state import ServerState
 
-__all__ = ("BufferedJob", "Gen", "ReplayJob", "ResponseJob", "StreamJob")
+__all__ = ("BufferedJob", "Gen", "ReplayJob", "ResponseJob", "SGLangEvents", "StreamJob")
 
 # Events per write: ~1 MB of chunks, so that a long zero-delay stream yields
 # the loop (and honours a full transport buffer) between writes.
@@ -31,13 +40,105 @@ _monotonic_ns = time.monotonic_ns
 
 @dataclass(slots=True)
 class Gen:
-    """What a completion request asks for."""
+    """What a completion request asks for; ``sglang``: a ``/generate``
+    request, answered in SGLang's objects."""
 
     chat: bool
     stream: bool
     include_usage: bool
     max_tokens: int | None
     prompt_tokens: int
+    sglang: bool = False
+
+
+class Renders(Protocol):
+    """What renders a stream's token events: an :class:`~._events.Event`,
+    or an :class:`SGLangEvents`."""
+
+    def render(self, text: bytes, stamp: int) -> bytes: ...
+
+
+def _unescaped(text: bytes) -> str:
+    """A token's text from its JSON-escaped bytes (``ResponseJob.tokens``)."""
+    if b"\\" not in text:
+        return text.decode("utf-8")
+    return str(msgspec.json.decode(b'"' + text + b'"'))
+
+
+class SGLangEvents:
+    """The events of one SGLang ``/generate`` stream, token after token:
+    each carries the whole text so far and the tokens counted so far, as
+    SGLang sends them by default, or with ``incremental`` only the token's
+    own text, as a server started with ``--incremental-streaming-output``
+    does (``output_ids`` is the token's position either way, a stand-in no
+    client should read).  Unlike an :class:`~._events.Event` it keeps state:
+    each :meth:`render` is the next token's event."""
+
+    __slots__ = (
+        "_chunked",
+        "_eol",
+        "_incremental",
+        "_max_new",
+        "_prompt",
+        "_recv",
+        "_rid",
+        "n",
+        "text",
+    )
+
+    def __init__(
+        self,
+        rid: str,
+        gen: Gen,
+        recv_ns: int,
+        *,
+        eol: bytes,
+        chunked: bool,
+        incremental: bool,
+    ) -> None:
+        self._rid = rid
+        self._prompt = gen.prompt_tokens
+        self._max_new = gen.max_tokens
+        self._recv = recv_ns
+        self._eol = eol
+        self._chunked = chunked
+        self._incremental = incremental
+        self.text = ""  # the text so far
+        self.n = 0  # the tokens so far
+
+    def document(self, text: str, finish: str | None, stamp: int, *, keep: bool = True) -> bytes:
+        """The next token's object (unframed), ``text`` its text; the last
+        one has the ``finish`` reason.  ``keep=False`` leaves the stream as
+        it was (an event slipped in by a fault)."""
+        whole = self.text + text
+        if keep:
+            self.text = whole
+            self.n += 1
+        return sglang_generate(
+            text if self._incremental else whole,
+            completion_tokens=self.n if keep else self.n + 1,
+            prompt_tokens=self._prompt,
+            finish_reason=None if finish is None else sglang_finish(finish, self._max_new),
+            output_ids=(self.n - 1 if keep else self.n,),
+            response_id=self._rid,
+            extra={"mlpe_recv_ns": self._recv, "mlpe_send_ns": stamp},
+        )
+
+    def render(self, text: bytes, stamp: int) -> bytes:
+        """The next token's event, ``text`` its JSON-escaped text."""
+        data = self.document(_unescaped(text), None, stamp)
+        return framed(data, eol=self._eol, chunked=self._chunked)
+
+    def aside(self, text: bytes, stamp: int) -> bytes:
+        """An event with ``text`` (raw bytes, valid UTF-8 or not) after the
+        text so far, which it leaves as it was."""
+        mark = "\x00mlpe-sglang-aside\x00"
+        data = self.document(mark, None, stamp, keep=False)
+        return framed(
+            data.replace(msgspec.json.encode(mark)[1:-1], text),
+            eol=self._eol,
+            chunked=self._chunked,
+        )
 
 
 class ResponseJob:
@@ -131,9 +232,12 @@ class ResponseJob:
         """The ground-truth members, the send stamp read now."""
         return {"mlpe_recv_ns": self.recv, "mlpe_send_ns": _monotonic_ns()}
 
-    def last_chunk(self, i: int, reasoning: bool) -> bytes:
-        """The last token's chunk (token ``i``), which carries the finish reason."""
+    def last_chunk(self, i: int, reasoning: bool, sglang: SGLangEvents | None = None) -> bytes:
+        """The last token's chunk (token ``i``), which carries the finish
+        reason; the next object of ``sglang`` for a ``/generate`` stream."""
         text = self.text(i)
+        if sglang is not None:
+            return sglang.document(text, self.finish, _monotonic_ns())
         ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
         model = self.state.model
         if not self.gen.chat:
@@ -181,8 +285,21 @@ class StreamJob(ResponseJob):
         self.head_pending = True
         bind = (self.rid, self.created, self.recv)
         eol = state.eol
-        if self.gen.chat:
-            self.role: Event | None = state.role_shape.bind(*bind, eol=eol, chunked=chunked)
+        self.role: Event | None
+        self.content: Renders
+        self.reasoning: Renders
+        if self.gen.sglang:
+            self.role = None
+            self.content = self.reasoning = SGLangEvents(
+                self.rid,
+                self.gen,
+                self.recv,
+                eol=eol,
+                chunked=chunked,
+                incremental=state.config.incremental_streaming_output,
+            )
+        elif self.gen.chat:
+            self.role = state.role_shape.bind(*bind, eol=eol, chunked=chunked)
             self.content = state.content_shape.bind(*bind, eol=eol, chunked=chunked)
             self.reasoning = (
                 state.reasoning_shape.bind(*bind, eol=eol, chunked=chunked)
@@ -238,7 +355,7 @@ class StreamJob(ResponseJob):
                 if i == last:
                     parts.append(
                         framed(
-                            self.last_chunk(i, i < k),
+                            self.last_chunk(i, i < k, self.sglang_events()),
                             eol=self.state.eol,
                             chunked=self.chunked,
                         )
@@ -262,6 +379,11 @@ class StreamJob(ResponseJob):
             stats.writes += 1
             out.write_stream(parts, head=head, end=False)
         return due
+
+    def sglang_events(self) -> SGLangEvents | None:
+        """The renderer of a ``/generate`` stream, else None."""
+        content = self.content
+        return content if isinstance(content, SGLangEvents) else None
 
     def send(self, parts: list[bytes], events: int, *, head: bool, end: bool) -> None:
         """Writes ``parts`` (``events`` events), after the head if ``head``,
@@ -385,7 +507,9 @@ class BufferedJob(ResponseJob):
             text = b"".join(tokens).decode("ascii") if self.answer is None else self.answer
             ids: dict[str, Any] = {"response_id": self.rid, "created": self.created}
             usage = self.usage()
-            if self.gen.chat:
+            if self.gen.sglang:
+                body = self._sglang_body(text)
+            elif self.gen.chat:
                 body = chat_completion(
                     content=text[k:],
                     reasoning=text[:k] if k else None,
@@ -412,12 +536,43 @@ class BufferedJob(ResponseJob):
         out.job_done(self)
         return None
 
+    def _sglang_body(self, text: str) -> bytes:
+        """A non-streaming ``/generate`` body: the whole text."""
+        return sglang_generate(
+            text,
+            completion_tokens=self.completion_tokens,
+            prompt_tokens=self.gen.prompt_tokens,
+            finish_reason=None
+            if self.finish is None
+            else sglang_finish(self.finish, self.gen.max_tokens),
+            output_ids=range(self.n),
+            response_id=self.rid,
+            extra=self.stamps(),
+        )
+
+    def new_sglang_events(self) -> SGLangEvents:
+        """A renderer of this response's ``/generate`` events (unchunked)."""
+        state = self.state
+        return SGLangEvents(
+            self.rid,
+            self.gen,
+            self.recv,
+            eol=state.eol,
+            chunked=False,
+            incremental=state.config.incremental_streaming_output,
+        )
+
     def _sse_body(self) -> tuple[bytes, int]:
         state = self.state
         bind = (self.rid, self.created, self.recv)
         eol = state.eol
         out: list[bytes] = []
-        if self.gen.chat:
+        sglang: SGLangEvents | None = None
+        content: Renders
+        reasoning: Renders
+        if self.gen.sglang:
+            content = reasoning = sglang = self.new_sglang_events()
+        elif self.gen.chat:
             out.append(
                 state.role_shape.bind(*bind, eol=eol, chunked=False).render(b"", _monotonic_ns())
             )
@@ -430,7 +585,7 @@ class BufferedJob(ResponseJob):
         tokens, k, last = self.tokens, self.k, self.n - 1
         for i in range(last):
             out.append((reasoning if i < k else content).render(tokens[i], _monotonic_ns()))
-        out.append(framed(self.last_chunk(last, last < k), eol=eol, chunked=False))
+        out.append(framed(self.last_chunk(last, last < k, sglang), eol=eol, chunked=False))
         if self.gen.include_usage:
             out.append(framed(self.usage_chunk(), eol=eol, chunked=False))
         out.append(state.done[False])

@@ -134,6 +134,10 @@ class SimConfig:
         fault_event_bytes: the characters of the ``oversized-event``
             fault's content string (the default is over a client's usual
             1 MiB event limit).
+        incremental_streaming_output: ``/generate`` streams each event's
+            new text only, as SGLang started with
+            ``--incremental-streaming-output`` does; by default every
+            event carries the whole text so far (SGLang's default).
     """
 
     host: str = "127.0.0.1"
@@ -169,6 +173,7 @@ class SimConfig:
     fault_stall_s: float = 30.0
     fault_slow_head_s: float = 1.0
     fault_event_bytes: int = 2 * _MIB
+    incremental_streaming_output: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -5,16 +5,16 @@ and stamps every event with its own send time.
 What it serves
 --------------
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming with
-``"stream": true``, else one JSON body), ``GET /v1/models`` (the configured
-model) and ``GET /health``.  Any ``model`` in a request is accepted; the
-configured name is echoed.  The output is ``max_completion_tokens`` /
-``max_tokens`` tokens when the request sets one (``finish_reason``
-``"length"``), else a draw from ``SimConfig.output_len`` (``"stop"``);
-``--max-tokens-field`` chooses which of the two fields are read
-(``max_tokens`` only: as llama-cpp-python, which ignores the other).
-Every token is one character of :data:`VOCAB` (letters, digits, space), all
-in the character tokenizer's vocabulary, so a token count is a character
-count.  Prompt tokens are counted the same way: the characters of the
+``"stream": true``, else one JSON body), SGLang's native ``POST /generate``
+(below), ``GET /v1/models`` (the configured model) and ``GET /health``.  Any
+``model`` in a request is accepted; the configured name is echoed.  The output
+is ``max_completion_tokens`` / ``max_tokens`` tokens when the request sets one
+(``finish_reason`` ``"length"``), else a draw from ``SimConfig.output_len``
+(``"stop"``); ``--max-tokens-field`` chooses which of the two fields are read
+(``max_tokens`` only: as llama-cpp-python, which ignores the other).  Every
+token is one character of :data:`VOCAB` (letters, digits, space), all in the
+character tokenizer's vocabulary, so a token count is a character count.
+Prompt tokens are counted the same way: the characters of the
 prompt, or of the messages' text content (no chat template).
 
 With an oracle (``--oracle``, :mod:`mlpe_fast.sim.oracle`) the text is
@@ -23,6 +23,19 @@ carries (salt or not), cut into runs of ``--oracle-token-chars`` characters,
 one token each, ``finish_reason`` ``"stop"``; ``max_tokens`` is ignored
 unless ``--oracle-truncate``.  An unknown prompt gets 404 (``code``
 ``"oracle_prompt_not_found"``).
+
+``POST /generate`` takes SGLang's request, ``input_ids`` (or ``text``),
+``sampling_params.max_new_tokens`` (read whatever ``--max-tokens-field``
+says) and ``stream``, and answers in SGLang's objects
+(:func:`mlpe_fast.sim.stream.sglang_generate`): a stream is one event per
+token whose ``text`` is the whole text so far and whose
+``meta_info.completion_tokens`` counts the tokens so far, the last one with
+``meta_info.finish_reason`` (``{"type": "length", "length": N}`` or
+``{"type": "stop", ...}``), then ``data: [DONE]`` (no usage chunk: the
+counts are in every event); with ``--incremental-streaming-output`` each
+event's text is its token's alone.  A non-streaming answer is one such
+object with the whole text.  The prompt counts its ids (or the characters
+of its text); an oracle knows no prompt of ids (404).
 
 A chat stream is: a role chunk (``{"role": "assistant", "content": ""}``),
 one chunk per token (the first ``reasoning_tokens`` as
@@ -699,6 +712,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from .config import MAX_TOKENS_FIELDS
 
     g.add_argument(
+        "--incremental-streaming-output",
+        action="store_true",
+        help="POST /generate streams each event's new text only, as SGLang started with this "
+        "flag does (default: the whole text so far in every event, SGLang's default)",
+    )
+    g.add_argument(
         "--max-tokens-field",
         choices=MAX_TOKENS_FIELDS,
         default=d.max_tokens_field,
@@ -922,6 +941,7 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
         max_tokens_field=ns.max_tokens_field,
+        incremental_streaming_output=ns.incremental_streaming_output,
         oracle=oracle,
         replay=replay,
         http2=ns.http2,

@@ -1,4 +1,5 @@
-"""The sending side of the wire: OpenAI chunks, SSE events, HTTP/1.1 framing.
+"""The sending side of the wire: OpenAI chunks, SGLang's ``/generate``
+objects, SSE events, HTTP/1.1 framing.
 
 The simulated endpoint writes responses with these, and tests and benchmarks
 build their inputs with them, so that what the decoders are tested on is
@@ -20,6 +21,8 @@ __all__ = (
     "chunked",
     "completion_chunk",
     "http_response",
+    "sglang_finish",
+    "sglang_generate",
     "sse_event",
     "text_completion",
     "tool_call_fragment",
@@ -167,6 +170,48 @@ def text_completion(
     }
     if usage is not None:
         doc["usage"] = usage
+    if extra:
+        doc.update(extra)
+    return _encode(doc)
+
+
+def sglang_finish(finish: str, max_new_tokens: int | None = None) -> dict[str, Any]:
+    """SGLang's ``meta_info.finish_reason`` for a finish reason: ``length``
+    names the limit it hit, ``stop`` the end-of-sequence token that matched
+    (0: the simulated model has no ids of its own)."""
+    if finish == "length":
+        return {"type": "length", "length": max_new_tokens}
+    return {"type": finish, "matched": 0}
+
+
+def sglang_generate(
+    text: str,
+    *,
+    completion_tokens: int,
+    prompt_tokens: int = 0,
+    finish_reason: dict[str, Any] | None = None,
+    output_ids: Sequence[int] = (),
+    response_id: str = "0123456789abcdef",
+    extra: dict[str, Any] | None = None,
+) -> bytes:
+    """One object of SGLang's native ``/generate``: an event of its stream
+    or its whole non-streaming body, which have the same shape
+    (``sglang/srt/managers/tokenizer_manager.py``).  In a stream ``text`` is
+    the whole text so far (SGLang's default; a server started with
+    ``--incremental-streaming-output`` sends each event's new text instead)
+    and ``completion_tokens`` counts every token so far; ``finish_reason``
+    is null until the last event (:func:`sglang_finish`).  ``extra`` adds
+    top-level members, as for :func:`chat_chunk`."""
+    meta: dict[str, Any] = {
+        "id": response_id,
+        "finish_reason": finish_reason,
+        "prompt_tokens": prompt_tokens,
+        "weight_version": "default",
+        "total_retractions": 0,
+        "completion_tokens": completion_tokens,
+        "cached_tokens": 0,
+    }
+    doc: dict[str, Any] = {"text": text, "output_ids": list(output_ids), "meta_info": meta}
     if extra:
         doc.update(extra)
     return _encode(doc)

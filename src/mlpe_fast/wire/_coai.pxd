@@ -13,6 +13,8 @@ cdef extern from "mlpe_oai.h" nogil:
 
     enum:
         MLPE_OK
+        MLPE_DIALECT_OPENAI
+        MLPE_DIALECT_SGLANG
         MLPE_E_CHUNK_SHAPE
         MLPE_E_ENDPOINT_ERROR
         MLPE_E_NOMEM
@@ -38,4 +40,5 @@ cdef extern from "mlpe_oai.h" nogil:
 
     int mlpe_oai_init(mlpe_oai_decoder *d)
     void mlpe_oai_free(mlpe_oai_decoder *d)
+    int mlpe_oai_set_dialect(mlpe_oai_decoder *d, int dialect)
     int mlpe_oai_decode(mlpe_oai_decoder *d, const uint8_t *json, size_t len, mlpe_oai_chunk *out)

@@ -45,6 +45,7 @@ cdef extern from "mlpe_response.h" nogil:
         size_t max_event
         size_t max_body
         int record_chunk_times
+        int dialect
 
     ctypedef struct mlpe_response:
         int input_mode
@@ -76,6 +77,8 @@ cdef extern from "mlpe_response.h" nogil:
     enum:
         MLPE_OK
         MLPE_E_NOMEM
+        MLPE_DIALECT_OPENAI
+        MLPE_DIALECT_SGLANG
         MLPE_BODY_ERROR
         MLPE_INPUT_NONE
         MLPE_INPUT_WIRE

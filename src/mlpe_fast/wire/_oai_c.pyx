@@ -15,9 +15,9 @@ from libc.stdint cimport uint8_t
 
 from ._coai cimport *
 # The functions of csrc/mlpe_oai.c, linked into _response_c only (setup.py).
-from mlpe_fast.wire._response_c cimport oai_decode, oai_free, oai_init
+from mlpe_fast.wire._response_c cimport oai_decode, oai_free, oai_init, oai_set_dialect
 
-from ._oai_py import decode_usage
+from ._oai_py import check_dialect, decode_usage
 from .events import ChunkError, Delta, ToolCallDelta
 
 __all__ = ("ChunkDecoder",)
@@ -58,7 +58,8 @@ cdef tuple _tools(const mlpe_oai_chunk *c):
 
 @cython.final
 cdef class ChunkDecoder:
-    """Decodes the data of one OpenAI SSE event, or one completion body.
+    """Decodes the data of one OpenAI SSE event, or one completion body (or,
+    with ``dialect="sglang"``, one event or body of SGLang's ``/generate``).
 
     See :class:`mlpe_fast.wire._oai_py.ChunkDecoder`; this class is its
     compiled equal.  Its scratch memory is reused from call to call.
@@ -66,9 +67,11 @@ cdef class ChunkDecoder:
 
     cdef mlpe_oai_decoder _d
 
-    def __cinit__(self):
+    def __cinit__(self, dialect="openai"):
+        cdef bint sglang = check_dialect(dialect)
         if oai_init(&self._d) != MLPE_OK:
             raise MemoryError("mlpe-fast: out of memory in the native core")
+        oai_set_dialect(&self._d, MLPE_DIALECT_SGLANG if sglang else MLPE_DIALECT_OPENAI)
 
     def __dealloc__(self):
         oai_free(&self._d)

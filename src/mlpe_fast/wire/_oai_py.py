@@ -1,8 +1,9 @@
 """Pure-Python twin of the OpenAI chunk decoder (``csrc/mlpe_oai.c``).
 
-It implements rules J1-J6 and S1-S10 of ``csrc/mlpe_oai.h`` and gives the
-same results as the compiled decoder for every input (the tests run both on
-the same payloads, and a Hypothesis test compares them on random ones).
+It implements rules J1-J6 and S1-S10 of ``csrc/mlpe_oai.h`` -- and G1-G7 in
+the SGLang dialect -- and gives the same results as the compiled decoder for
+every input (the tests run both on the same payloads, and a Hypothesis test
+compares them on random ones).
 
 Theory of operation
 -------------------
@@ -38,7 +39,11 @@ from .events import ChunkError, Delta, ToolCallDelta
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
-__all__ = ("ChunkDecoder", "decode_usage")
+__all__ = ("DIALECTS", "ChunkDecoder", "check_dialect", "decode_usage")
+
+#: The chunk schemas (``mlpe_dialect`` of ``csrc/mlpe_oai.h``), by name:
+#: OpenAI's chat and completions chunks, or SGLang's native ``/generate``.
+DIALECTS = ("openai", "sglang")
 
 #: MLPE_JSON_MAX_DEPTH: objects and arrays may nest this deep (J3).
 MAX_DEPTH = 64
@@ -376,6 +381,51 @@ def _shape(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
     )
 
 
+# ---- SGLang's /generate chunk (G1-G7) ---------------------------------------
+
+_COUNTS = ("prompt_tokens", "completion_tokens")
+
+
+def _shape_sglang(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
+    """G1-G7 over a decoded payload; ``fix`` when it may hold lone surrogates."""
+    if type(doc) is not dict:
+        return ChunkError(_SHAPE, "$", raw, t_ns)
+    error = doc.get("error")
+    if error is not None:  # G2, as S2
+        message = ""
+        if type(error) is str:
+            message = error
+        elif type(error) is dict and type(error.get("message")) is str:
+            message = error["message"]
+        return ChunkError(_ENDPOINT, _fix(message) if fix else message, raw, t_ns)
+    text = doc.get("text")
+    if not _is_str(text):
+        return ChunkError(_SHAPE, "text", raw, t_ns)
+    meta = doc.get("meta_info")
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    if meta is not None:
+        if type(meta) is not dict:
+            return ChunkError(_SHAPE, "meta_info", raw, t_ns)
+        finish = meta.get("finish_reason")
+        if finish is not None:
+            if type(finish) is not dict:
+                return ChunkError(_SHAPE, "meta_info.finish_reason", raw, t_ns)
+            finish_reason = finish.get("type")
+            if not _is_str(finish_reason):
+                return ChunkError(_SHAPE, "meta_info.finish_reason.type", raw, t_ns)
+        for key in _COUNTS:
+            count = meta.get(key)
+            if count is not None and type(count) is not int:
+                return ChunkError(_SHAPE, f"meta_info.{key}", raw, t_ns)
+        # G5: the counts present, in this order (the C writes their text so)
+        usage = {key: meta[key] for key in _COUNTS if meta.get(key) is not None} or None
+    if fix:
+        text = None if text is None else _fix(text)
+        finish_reason = None if finish_reason is None else _fix(finish_reason)
+    return Delta(text, None, _NO_TOOLS, finish_reason, usage, t_ns)
+
+
 # ---- the template (a cache in front of the full path) ----------------------
 #
 # The chunks of one stream differ, as a rule, in one string: the token's
@@ -450,8 +500,9 @@ def _one_fragment(field: str, text: str, t_ns: int) -> Delta:
     return Delta(None, text, _NO_TOOLS, None, None, t_ns)
 
 
-def _decode_full(raw: bytes, t_ns: int) -> Delta | ChunkError:
-    """The full path: rules J1-J6 and S1-S10 on any payload."""
+def _decode_full(raw: bytes, t_ns: int, sglang: bool = False) -> Delta | ChunkError:
+    """The full path: rules J1-J6 and S1-S10 (G1-G7 when ``sglang``) on any
+    payload."""
     try:
         text = raw.decode("utf-8")
         doc = _decode_json(text)
@@ -469,6 +520,8 @@ def _decode_full(raw: bytes, t_ns: int) -> Delta | ChunkError:
         code = _first_problem(raw)
         if code:
             return ChunkError(code, "", raw, t_ns)
+    if sglang:
+        return _shape_sglang(doc, "\\u" in text, raw, t_ns)
     return _shape(doc, "\\u" in text, raw, t_ns)
 
 
@@ -500,17 +553,32 @@ def _find_template(raw: bytes, result: Delta) -> tuple[bytes, bytes, str] | None
     return prefix, suffix, field
 
 
+def check_dialect(dialect: str) -> bool:
+    """Whether ``dialect`` (one of :data:`DIALECTS`) is SGLang's.
+
+    Raises:
+        ValueError: it is none of them.
+    """
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect must be one of {', '.join(DIALECTS)}, not {dialect!r}")
+    return dialect == "sglang"
+
+
 class ChunkDecoder:
-    """Decodes the data of one OpenAI SSE event, or one completion body.
+    """Decodes the data of one OpenAI SSE event, or one completion body; with
+    ``dialect="sglang"``, one event (or body) of SGLang's native
+    ``/generate`` (rules G1-G7: its ``text`` is the content as sent, the
+    whole text so far).
 
     One object can serve any number of payloads: a result never depends on
     the payloads before it.  The decoder only caches a template of the last
-    suitable payload, to decode the chunks of a stream faster.
+    suitable OpenAI payload, to decode the chunks of a stream faster.
     """
 
-    __slots__ = ("_misses", "_template")
+    __slots__ = ("_misses", "_sglang", "_template")
 
-    def __init__(self) -> None:
+    def __init__(self, dialect: str = "openai") -> None:
+        self._sglang = check_dialect(dialect)
         # prefix, suffix, their lengths, and whether the hole is reasoning
         self._template: tuple[bytes, bytes, int, int, bool] | None = None
         self._misses = 0  # full-path results in a row
@@ -562,6 +630,8 @@ class ChunkDecoder:
     def _decode_miss(self, raw: bytes, t_ns: int) -> Delta | ChunkError:
         """:meth:`decode` of ``raw`` when :meth:`_template_hit` gave None:
         the full path, which may take ``raw`` as the new template."""
+        if self._sglang:  # never a template (csrc/mlpe_oai.h)
+            return _decode_full(raw, t_ns, True)
         result = _decode_full(raw, t_ns)
         self._misses = misses = self._misses + 1
         if type(result) is Delta and (misses <= _MISS_LIMIT or misses & (misses - 1) == 0):

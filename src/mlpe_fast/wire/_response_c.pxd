@@ -66,6 +66,7 @@ cdef _csse.mlpe_span sse_last_event_id(const _csse.mlpe_sse_decoder *d) noexcept
 
 cdef int oai_init(_coai.mlpe_oai_decoder *d) noexcept nogil
 cdef void oai_free(_coai.mlpe_oai_decoder *d) noexcept nogil
+cdef int oai_set_dialect(_coai.mlpe_oai_decoder *d, int dialect) noexcept nogil
 cdef int oai_decode(
     _coai.mlpe_oai_decoder *d, const uint8_t *json, size_t len, _coai.mlpe_oai_chunk *out
 ) noexcept nogil

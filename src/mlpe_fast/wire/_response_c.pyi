@@ -15,6 +15,7 @@ class ResponseDecoder:
         max_event: int = ...,
         max_body: int = ...,
         record_chunk_times: bool = ...,
+        dialect: str = ...,
     ) -> None: ...
     def feed(
         self, data: _Buffer, t_ns: int

@@ -20,7 +20,7 @@ from libc.string cimport memset
 from ._cresponse cimport *
 
 from ..errors import ErrorCode, LocalProtocolError, ProtocolError, error_from_code
-from ._oai_py import decode_usage
+from ._oai_py import check_dialect, decode_usage
 from ._summary import http_error_message, tool_calls_after_first
 from .events import (
     ChunkError,
@@ -67,7 +67,7 @@ cdef tuple _fields(mlpe_h1_parser *p, mlpe_h1_field *fields, size_t n):
 
 cdef class ResponseDecoder:
     """Decodes one HTTP/1.1 (or, in body mode, HTTP/2) response carrying an
-    OpenAI completion.
+    OpenAI completion (or, with ``dialect="sglang"``, an SGLang one).
 
     See :class:`mlpe_fast.wire._response_py.ResponseDecoder` for the
     arguments and the behaviour; this class is its compiled equal.
@@ -83,6 +83,7 @@ cdef class ResponseDecoder:
         size_t max_event=MLPE_SSE_DEFAULT_MAX_EVENT,
         size_t max_body=MLPE_RESPONSE_DEFAULT_MAX_BODY,
         bint record_chunk_times=False,
+        dialect="openai",
     ):
         cdef mlpe_response_limits limits
         memset(&limits, 0, sizeof(limits))
@@ -93,6 +94,7 @@ cdef class ResponseDecoder:
         limits.max_event = max_event
         limits.max_body = max_body
         limits.record_chunk_times = record_chunk_times
+        limits.dialect = MLPE_DIALECT_SGLANG if check_dialect(dialect) else MLPE_DIALECT_OPENAI
         if mlpe_response_init(&self._r, &limits) != MLPE_OK:
             mlpe_response_free(&self._r)
             raise MemoryError("mlpe-fast: out of memory in the native core")
@@ -359,6 +361,10 @@ cdef int oai_init(_coai.mlpe_oai_decoder *d) noexcept nogil:
 
 cdef void oai_free(_coai.mlpe_oai_decoder *d) noexcept nogil:
     _coai.mlpe_oai_free(d)
+
+
+cdef int oai_set_dialect(_coai.mlpe_oai_decoder *d, int dialect) noexcept nogil:
+    return _coai.mlpe_oai_set_dialect(d, dialect)
 
 
 cdef int oai_decode(

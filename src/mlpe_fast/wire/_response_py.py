@@ -2,7 +2,7 @@
 
 It composes the Python twins of the three layers exactly as the C composes
 the C layers, and keeps the same state, so that both produce equal events,
-summaries and errors for any input and any split of it.  Rules R1-R9 are
+summaries and errors for any input and any split of it.  Rules R1-R11 are
 those of ``csrc/mlpe_response.h``.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 from ..errors import ErrorCode, LocalProtocolError, ProtocolError, error_from_code
 from ._h1_py import H1Decoder
-from ._oai_py import ChunkDecoder
+from ._oai_py import ChunkDecoder, check_dialect
 from ._sse_py import SSEDecoder
 from ._summary import http_error_message, tool_calls_after_first
 from .events import (
@@ -42,6 +42,16 @@ def _media_type_is(value: bytes, expected: bytes) -> bool:
     """R1/R2: the value names `expected`, maybe followed by parameters."""
     n = len(expected)
     return value[:n].lower() == expected and (len(value) == n or value[n : n + 1] in b"; \t")
+
+
+def _parted(text: str, before: str) -> int:
+    """R11: where the UTF-8 bytes of two texts part (their common prefix)."""
+    a, b = text.encode(), before.encode()
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 class _ToolCall:
@@ -76,6 +86,11 @@ class ResponseDecoder:
         max_body: the limit of a non-streaming body.
         record_chunk_times: keep the stamp of every content-bearing event in
             ``ResponseSummary.chunk_times``.
+        dialect: the chunks' schema: ``"openai"`` (chat and completions) or
+            ``"sglang"`` (SGLang's native ``/generate``, whose events carry
+            the whole text so far: rule R11 makes the deltas, and fails the
+            response with :class:`~mlpe_fast.errors.TextNotCumulative` when
+            a text does not extend the text before it).
 
     ``feed(data, t_ns)`` returns what that piece completed (a
     :class:`ResponseHead`, a :class:`FirstToken`, a :class:`ResponseComplete`,
@@ -121,6 +136,8 @@ class ResponseDecoder:
         "_reasoning",
         "_reasoning_first_len",
         "_reasoning_len",
+        "_sglang",
+        "_sglang_text",
         "_sse",
         "_status",
         "_t_done",
@@ -142,7 +159,10 @@ class ResponseDecoder:
         max_event: int = 1 << 20,
         max_body: int = DEFAULT_MAX_BODY,
         record_chunk_times: bool = False,
+        dialect: str = "openai",
     ) -> None:
+        self._sglang = check_dialect(dialect)
+        self._sglang_text = ""  # R11: the text so far
         self._h1 = H1Decoder(
             max_line=max_line,
             max_head=max_head,
@@ -150,7 +170,7 @@ class ResponseDecoder:
             max_chunk_size_digits=max_chunk_size_digits,
         )
         self._sse = SSEDecoder(max_event=max_event)
-        self._oai = ChunkDecoder()
+        self._oai = ChunkDecoder(dialect)
         self._max_body = max_body
         self._chunk_times: list[int] | None = [] if record_chunk_times else None
         self._status = 0
@@ -196,8 +216,9 @@ class ResponseDecoder:
         data = bytes(data)
         self._mode = _WIRE_INPUT
         out: list[ResponseEvent] = []
-        if self._complete:  # R7
-            self._unexpected(len(data))
+        if self._complete:  # R7: bytes, if any, after the message
+            if data:
+                self._unexpected(len(data))
             return out
         h1_events: list[ResponseHead | BodyData | ResponseComplete] = []
         failure: ProtocolError | None = None
@@ -434,8 +455,18 @@ class ResponseDecoder:
             out.append(FirstToken(t_ns))
 
     def _apply(self, chunk: Delta, t_ns: int) -> bool:
-        """R3/R6; returns True for the first content-bearing chunk."""
+        """R3/R6/R11; returns True for the first content-bearing chunk."""
         content = chunk.content
+        if self._sglang and content is not None and self._sglang_text:
+            # R11: the text so far; what it adds is beyond the text kept
+            # (str prefixes are UTF-8 byte prefixes of whole texts).
+            before = self._sglang_text
+            if not content.startswith(before):
+                self._fail(error_from_code(ErrorCode.TEXT_NOT_CUMULATIVE, _parted(content, before)))
+            self._sglang_text = content
+            content = content[len(before) :]
+        elif self._sglang and content is not None:
+            self._sglang_text = content
         if content is not None:
             self._content.append(content)
             self._content_len += len(content)
@@ -457,8 +488,9 @@ class ResponseDecoder:
             self._finish_reason = chunk.finish_reason
         if chunk.usage is not None:
             self._usage = chunk.usage
-        # chunk.content_bearing, its first test made here
-        if not content and not chunk.content_bearing:
+        # chunk.content_bearing, its first test made here; an SGLang chunk
+        # bears what its text adds (R11), and nothing else
+        if not content and (self._sglang or not chunk.content_bearing):
             return False
         return self._content_bearing_chunk(t_ns)
 
