@@ -276,6 +276,39 @@ def test_a_gpt_oss_point_with_its_accuracy_sets_passes_the_gate(
     assert (osl["min"], osl["max"], osl["total"]) == (per_answer, per_answer, 32 * per_answer)
 
 
+def test_gpt_oss_on_sglang_generate_sends_the_same_harmony_ids(
+    vocab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--api-type sglang``: the Harmony ids go as ``input_ids`` to
+    ``/generate``, the accuracy sets scored as on /v1/completions."""
+    config, oracle = _gpt_oss_files(tmp_path, vocab)
+    server = (
+        "--ttft-ms",
+        "0",
+        "--itl-ms",
+        "0",
+        "--oracle",
+        f"{oracle},parser.input_tokens=ids,ground_truth=text",
+        "--oracle-token-chars",
+        "64",
+    )
+    folder = tmp_path / "run"
+    with simulated_endpoint(server) as url:
+        status = main(
+            [
+                *("run", "-c", str(config), "--endpoints", url, "--tokenizer", str(vocab)),
+                *("--api-type", "sglang", "--mode", "both", "--mlperf-model", "gpt-oss-120b"),
+                *("--concurrency", "16", "--num-samples", "32"),
+                *("--report-dir", str(folder), "--no-progress"),
+            ]
+        )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "gate (gpt-oss-120b): pass" in out, out
+    assert "api_type: sglang" in (folder / "config.yaml").read_text()
+    )
+
+
 @pytest.mark.pipeline
 @pytest.mark.skipif(
     importlib.util.find_spec("submission_checker") is None,

@@ -419,10 +419,10 @@ def agentic_offline(given: GivenSettings, values: Values) -> Values:
 
 
 def harmony_datasets(given: GivenSettings, values: Values) -> Values:
-    """Text prompts on ``/v1/completions`` are encoded in gpt-oss's Harmony
-    format and sent as ids, as the reference's completions adapter does with
-    every text prompt (its ``Harmonize`` transform; reference-client.md
-    §11): with ``--harmony auto`` when the run's tokenizer is a Harmony
+    """Text prompts on ``/v1/completions`` and SGLang's ``/generate`` are
+    encoded in gpt-oss's Harmony format and sent as ids, as the reference's
+    completions and SGLang adapters do with every text prompt (their
+    ``Harmonize`` transform; reference-client.md §11): with ``--harmony auto`` when the run's tokenizer is a Harmony
     vocabulary, with ``on`` always (a tokenizer without the tokens is then
     refused).  The effort of each dataset is its own
     ``chat_template_kwargs.reasoning_effort``, else the run's, else the
@@ -434,11 +434,12 @@ def harmony_datasets(given: GivenSettings, values: Values) -> Values:
     text = [d for d in datasets if d.input_tokens_column is None and d.agentic is None]
     if mode == "off" or not text:
         return _NONE
-    if values["api_type"] != "openai-completions":
+    if values["api_type"] not in ("openai-completions", "sglang"):
         if mode == "on":
             raise UsageError(
                 f"{given.where('harmony', '--harmony')} on: Harmony prompts are sent as token "
-                "ids to /v1/completions; add --api-type openai_completions"
+                "ids to /v1/completions or SGLang's /generate; add --api-type openai_completions "
+                "(or sglang)"
             )
         return _NONE
     tokenizer = values["tokenizer"] or values["model"]
@@ -522,7 +523,8 @@ def _sglang_sends_token_ids(datasets: tuple[DatasetSpec, ...], where: str) -> No
             raise UsageError(
                 f"{where} {spec.display_name}: --api-type sglang sends token ids to /generate "
                 "(input_ids, as the reference); a text dataset has none: give its ids column "
-                "with parser.input_tokens=COL, or use --api-type openai"
+                "with parser.input_tokens=COL, encode it in Harmony with the gpt-oss tokenizer "
+                "(--harmony, docs/running.md), or use --api-type openai"
             )
 
 

@@ -8,7 +8,7 @@ Which prompt a request asks
 The text mlpe-fast puts in a request (:mod:`mlpe_fast.load.requests`): for
 chat, the content of the last ``user`` message (a string, or the text parts
 of a list joined); for completions, ``prompt`` (a string or a one-string
-array).  A performance run prepends a salt, ``"[" + 16 lower-case hex digits
+array); for SGLang's ``/generate``, ``input_ids`` or ``text``.  A performance run prepends a salt, ``"[" + 16 lower-case hex digits
 + "] "`` (:mod:`mlpe_fast.load.salt`); the lookup tries the text as sent
 first and then without that prefix, so a dataset prompt that itself starts
 with something salt-shaped still matches unsalted.  The match is exact:
@@ -186,7 +186,8 @@ def request_prompt(doc: Mapping[str, Any], *, chat: bool) -> Prompt | None:
     if chat:
         messages = doc.get("messages")
         return _user_text(messages) if isinstance(messages, list) else None
-    prompt = doc.get("prompt")
+    # SGLang's /generate: input_ids or text; the completions route: prompt
+    prompt = doc.get("input_ids", doc.get("text", doc.get("prompt")))
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
