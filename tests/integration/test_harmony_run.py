@@ -306,7 +306,6 @@ def test_gpt_oss_on_sglang_generate_sends_the_same_harmony_ids(
     assert status == 0, out
     assert "gate (gpt-oss-120b): pass" in out, out
     assert "api_type: sglang" in (folder / "config.yaml").read_text()
-    )
 
 
 @pytest.mark.pipeline

@@ -256,7 +256,8 @@ def test_the_yaml_file_s_api_type_sglang(
             (),
             "mlpe-fast: --dataset prompts: --api-type sglang sends token ids to /generate "
             "(input_ids, as the reference); a text dataset has none: give its ids column with "
-            "parser.input_tokens=COL, or use --api-type openai",
+            "parser.input_tokens=COL, encode it in Harmony with the gpt-oss tokenizer (--harmony, "
+            "docs/running.md), or use --api-type openai",
         ),
         (
             "tokens",
