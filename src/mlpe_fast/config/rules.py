@@ -423,8 +423,8 @@ def harmony_datasets(given: GivenSettings, values: Values) -> Values:
     encoded in gpt-oss's Harmony format and sent as ids, as the reference's
     completions and SGLang adapters do with every text prompt (their
     ``Harmonize`` transform; reference-client.md §11): with ``--harmony
-    auto`` when the run's tokenizer is a Harmony vocabulary, with ``on`` always (a tokenizer without the tokens is then
-    refused).  The effort of each dataset is its own
+    auto`` when the run's tokenizer is a Harmony vocabulary, with ``on``
+    always (a tokenizer without the tokens is then refused).  The effort of each dataset is its own
     ``chat_template_kwargs.reasoning_effort``, else the run's, else the
     phase's MLPerf value (``load/harmony.py``); the date is
     ``--harmony-date``, else the day of the run, recorded in the run's

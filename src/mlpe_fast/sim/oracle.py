@@ -9,10 +9,11 @@ The text mlpe-fast puts in a request (:mod:`mlpe_fast.load.requests`): for
 chat, the content of the last ``user`` message (a string, or the text parts
 of a list joined); for completions, ``prompt`` (a string or a one-string
 array); for SGLang's ``/generate``, ``input_ids`` or ``text``.  A
-performance run prepends a salt, ``"[" + 16 lower-case hex digits + "] "`` (:mod:`mlpe_fast.load.salt`); the lookup tries the text as sent
-first and then without that prefix, so a dataset prompt that itself starts
-with something salt-shaped still matches unsalted.  The match is exact:
-JSON decoding undoes exactly what encoding did, so Unicode and whitespace
+performance run prepends a salt, ``"[" + 16 lower-case hex digits + "] "``
+(:mod:`mlpe_fast.load.salt`); the lookup tries the text as sent first and
+then without that prefix, so a dataset prompt that itself starts with
+something salt-shaped still matches unsalted. The match is exact: JSON
+decoding undoes exactly what encoding did, so Unicode and whitespace
 round-trip and nothing is normalised.
 
 A token-id ``prompt`` (``[id, ...]``) is looked up among the samples of a
