@@ -36,3 +36,17 @@ def bundle_and_check(
         line.split()[1].rstrip(":") for line in printed.splitlines() if line.startswith("warning")
     }
     return printed, warnings
+
+
+def development_warnings(curve: list[dict[str, Any]], c_max: int) -> set[str]:
+    """The checker warnings a development curve must draw: too short for
+    its points' durations and for a steady-state window; and, only when the
+    numbers the curve recorded say so, the Offline ordering (the Offline
+    burst shares two cores with the simulated endpoint, so on a busy machine
+    it can measure below 0.98 x the C_max point, spec §5.7.2)."""
+    expected = {"point-duration", "steady-state-basis"}
+    offline_tps = curve[-1]["system_tps"]
+    c_max_tps = next(p["system_tps"] for p in curve if p["concurrency"] == c_max)
+    if offline_tps < 0.98 * c_max_tps:
+        expected.add("offline-ordering")
+    return expected

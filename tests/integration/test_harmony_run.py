@@ -22,7 +22,7 @@ from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.load.harmony import harmony_encoder, harmony_text
 from tests.data_files import LCB_TINY
 from tests.harmony_tokenizer import harmony_tokenizer
-from tests.integration.curve_bundles import bundle_and_check, system_file
+from tests.integration.curve_bundles import bundle_and_check, development_warnings, system_file
 from tests.integration.tally_sim import SCRIPT, read_prompt_kinds, read_token_prompts
 
 DATE = "2026-12-02"
@@ -231,32 +231,35 @@ def _analysis(final: str) -> str:
     )
 
 
-@pytest.mark.pipeline
-def test_a_gpt_oss_point_with_its_accuracy_sets_passes_the_gate(
-    vocab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _gpt_oss_point(
+    vocab: Path, tmp_path: Path, folder: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> str:
+    """One gpt-oss-120b point with its accuracy sets (``--mode both``)
+    against the oracle of :func:`_gpt_oss_files`; its printed output."""
     config, oracle = _gpt_oss_files(tmp_path, vocab)
     server = (
-        "--ttft-ms",
-        "0",
-        "--itl-ms",
-        "0",
-        "--oracle",
-        f"{oracle},parser.input_tokens=ids,ground_truth=text",
-        "--oracle-token-chars",
-        "64",
+        *("--ttft-ms", "0", "--itl-ms", "0", "--oracle-token-chars", "64"),
+        *("--oracle", f"{oracle},parser.input_tokens=ids,ground_truth=text"),
     )
-    folder = tmp_path / "run"
     with simulated_endpoint(server) as url:
         status = main(
             [
                 *("run", "-c", str(config), "--endpoints", url, "--tokenizer", str(vocab)),
                 *("--mode", "both", "--mlperf-model", "gpt-oss-120b", "--concurrency", "16"),
-                *("--num-samples", "32", "--report-dir", str(folder), "--no-progress"),
+                *("--num-samples", "32", "--report-dir", str(folder), "--no-progress", *flags),
             ]
         )
     out = capsys.readouterr().out
     assert status == 0, out
+    return out
+
+
+@pytest.mark.pipeline
+def test_a_gpt_oss_point_with_its_accuracy_sets_passes_the_gate(
+    vocab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "run"
+    out = _gpt_oss_point(vocab, tmp_path, folder, capsys)
     assert "gate (gpt-oss-120b): pass" in out, out
     stored = json.loads((folder / "accuracy" / "accuracy_results.json").read_text())
     entries = {e["dataset_name"]: e for e in stored["accuracy_scores"]}
@@ -276,34 +279,14 @@ def test_a_gpt_oss_point_with_its_accuracy_sets_passes_the_gate(
     assert (osl["min"], osl["max"], osl["total"]) == (per_answer, per_answer, 32 * per_answer)
 
 
+@pytest.mark.pipeline
 def test_gpt_oss_on_sglang_generate_sends_the_same_harmony_ids(
     vocab: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--api-type sglang``: the Harmony ids go as ``input_ids`` to
     ``/generate``, the accuracy sets scored as on /v1/completions."""
-    config, oracle = _gpt_oss_files(tmp_path, vocab)
-    server = (
-        "--ttft-ms",
-        "0",
-        "--itl-ms",
-        "0",
-        "--oracle",
-        f"{oracle},parser.input_tokens=ids,ground_truth=text",
-        "--oracle-token-chars",
-        "64",
-    )
     folder = tmp_path / "run"
-    with simulated_endpoint(server) as url:
-        status = main(
-            [
-                *("run", "-c", str(config), "--endpoints", url, "--tokenizer", str(vocab)),
-                *("--api-type", "sglang", "--mode", "both", "--mlperf-model", "gpt-oss-120b"),
-                *("--concurrency", "16", "--num-samples", "32"),
-                *("--report-dir", str(folder), "--no-progress"),
-            ]
-        )
-    out = capsys.readouterr().out
-    assert status == 0, out
+    out = _gpt_oss_point(vocab, tmp_path, folder, capsys, "--api-type", "sglang")
     assert "gate (gpt-oss-120b): pass" in out, out
     assert "api_type: sglang" in (folder / "config.yaml").read_text()
 
@@ -351,12 +334,5 @@ def test_a_gpt_oss_curve_bundles_and_passes_the_checker(
         dataset_name="synthetic AIME25, GPQA and LiveCodeBench",
     )
     out, warnings = bundle_and_check(report, system, tmp_path / "bundle", capsys)
-    # a development run: too short for its duration and for a steady-state
-    # window; the Offline burst shares two cores with the endpoint (see
-    # test_curve_bundle.py), so its ordering may be flagged, from the numbers
-    expected = {"point-duration", "steady-state-basis"}
-    offline_tps = curve[-1]["system_tps"]
-    c_max_tps = next(p["system_tps"] for p in curve if p["concurrency"] == C_MAX)
-    if offline_tps < 0.98 * c_max_tps:
-        expected.add("offline-ordering")
+    expected = development_warnings(curve, C_MAX)
     assert warnings == expected, out

@@ -75,13 +75,7 @@ def _parse_gen(
     """What a completion request asks for; ``fields`` are the length fields
     read, chat's and completions' (``SimConfig.max_tokens_field``): the
     others are ignored, unchecked."""
-    if not isinstance(doc, dict):
-        raise _BadParams("the request body must be a JSON object")
-    stream = doc.get("stream")
-    if stream is None:
-        stream = False
-    elif not isinstance(stream, bool):
-        raise _BadParams("'stream' must be a boolean", "stream")
+    doc, stream = _object_and_stream(doc)
     include_usage = False
     options = doc.get("stream_options")
     if options is not None:
@@ -127,17 +121,28 @@ def _parse_gen(
     return Gen(chat, stream, include_usage, max_tokens, prompt_tokens)
 
 
-def _parse_generate(doc: object, *, limit: int) -> Gen:
-    """What an SGLang ``/generate`` request asks for (its
-    ``GenerateReqInput``: ``input_ids`` or ``text``, ``sampling_params``,
-    ``stream``); other members are ignored."""
+def _object_and_stream(doc: object) -> tuple[dict[str, Any], bool]:
+    """A request body as the JSON object it must be, and its ``stream``
+    (absent or null: False).
+
+    Raises:
+        _BadParams: the body is not an object, or ``stream`` not a boolean.
+    """
     if not isinstance(doc, dict):
         raise _BadParams("the request body must be a JSON object")
     stream = doc.get("stream")
     if stream is None:
-        stream = False
-    elif not isinstance(stream, bool):
+        return doc, False
+    if not isinstance(stream, bool):
         raise _BadParams("'stream' must be a boolean", "stream")
+    return doc, stream
+
+
+def _parse_generate(doc: object, *, limit: int) -> Gen:
+    """What an SGLang ``/generate`` request asks for (its
+    ``GenerateReqInput``: ``input_ids`` or ``text``, ``sampling_params``,
+    ``stream``); other members are ignored."""
+    doc, stream = _object_and_stream(doc)
     ids, text = doc.get("input_ids"), doc.get("text")
     if ids is not None:
         if not isinstance(ids, list) or not ids or not all(type(t) is int and t >= 0 for t in ids):

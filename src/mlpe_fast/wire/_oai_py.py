@@ -317,18 +317,27 @@ def _tool_call(call: dict[str, Any], position: int, fix: bool) -> ToolCallDelta:
     )
 
 
-def _shape(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
-    """S1-S10 over a decoded payload; ``fix`` when it may hold lone surrogates."""
+def _object_or_error(doc: Any, raw: bytes, t_ns: int, fix: bool) -> ChunkError | None:
+    """S1 and S2 (G1 and G2 for SGLang): a top level that is no object is a
+    shape error at ``$``; a non-null ``error`` is the endpoint's error, with
+    its message; None for an object to read on."""
     if type(doc) is not dict:
         return ChunkError(_SHAPE, "$", raw, t_ns)
     error = doc.get("error")
-    if error is not None:
-        message = ""
-        if type(error) is str:
-            message = error
-        elif type(error) is dict and type(error.get("message")) is str:
-            message = error["message"]
-        return ChunkError(_ENDPOINT, _fix(message) if fix else message, raw, t_ns)
+    if error is None:
+        return None
+    message = ""
+    if type(error) is str:
+        message = error
+    elif type(error) is dict and type(error.get("message")) is str:
+        message = error["message"]
+    return ChunkError(_ENDPOINT, _fix(message) if fix else message, raw, t_ns)
+
+
+def _shape(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
+    """S1-S10 over a decoded payload; ``fix`` when it may hold lone surrogates."""
+    if (refused := _object_or_error(doc, raw, t_ns, fix)) is not None:
+        return refused
     choices = doc.get("choices")
     selected: dict[str, Any] | None = None
     if choices is not None:
@@ -388,16 +397,8 @@ _COUNTS = ("prompt_tokens", "completion_tokens")
 
 def _shape_sglang(doc: Any, fix: bool, raw: bytes, t_ns: int) -> Delta | ChunkError:
     """G1-G7 over a decoded payload; ``fix`` when it may hold lone surrogates."""
-    if type(doc) is not dict:
-        return ChunkError(_SHAPE, "$", raw, t_ns)
-    error = doc.get("error")
-    if error is not None:  # G2, as S2
-        message = ""
-        if type(error) is str:
-            message = error
-        elif type(error) is dict and type(error.get("message")) is str:
-            message = error["message"]
-        return ChunkError(_ENDPOINT, _fix(message) if fix else message, raw, t_ns)
+    if (refused := _object_or_error(doc, raw, t_ns, fix)) is not None:  # G1, G2 as S1, S2
+        return refused
     text = doc.get("text")
     if not _is_str(text):
         return ChunkError(_SHAPE, "text", raw, t_ns)
