@@ -121,6 +121,7 @@ def point_figures(
         version=__version__,
         git_sha=None,
         extra={**agentic, **_own_keys(records, counts, stats, audit, shares, answers, steady)},
+        test_started_at=measured.tracking_started_at,
     )
     table, report = _texts(
         config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady
