@@ -4,6 +4,7 @@
     mlpe-fast serve [--port 0 --ttft-ms 20 --itl-ms 2 ...]
     mlpe-fast analyze RUN_FOLDER [--tokenizer DIR]
     mlpe-fast score RUN_FOLDER [--dataset acc:PATH,...]
+    mlpe-fast compare RUN_OR_CURVE RUN_OR_CURVE [...] [--html PATH] [--png PATH]
     mlpe-fast init | bundle REPORT_DIR --system FILE --out DIR | check BUNDLE
 
 Exit status: 0 done; 2 a mistake in the command or its files (one line on
@@ -32,6 +33,7 @@ from .run_status import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from .config import RunConfig
+    from .sweep.rates import RatePlan
     from .sweep.runner import SweepPlan
 
 __all__ = ("main",)
@@ -89,6 +91,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Score the accuracy datasets of a run folder from its recorded outputs.",
     )
     add_score_arguments(score)
+    compare = commands.add_parser(
+        "compare",
+        help="print two or more run or curve folders side by side, with their differences, "
+        "and draw the curves on one page",
+        description="Print the figures of two or more run folders or curve folders (all of "
+        "one kind; the first is the baseline) side by side with their differences, absolute "
+        "and in %, and write one HTML page with the curves overlaid.",
+    )
+    from .report.compare import add_arguments as add_compare_arguments
+
+    add_compare_arguments(compare)
     from .submission import commands as submission
 
     for name, adder, text in (
@@ -127,9 +140,16 @@ def _run(args: argparse.Namespace) -> int:
         return result
 
     async def measure(endpoints: tuple[str, ...]) -> int:
-        if config_for_run.sweep or config_for_run.max_concurrency is not None:
-            from .sweep.runner import run_sweep
+        if config_for_run.rate_sweep:
+            from .sweep.rates import RatePlan, run_rate_sweep
 
+            assert isinstance(sweep_plan, RatePlan)
+            _, interrupted = await run_rate_sweep(config_for_run, endpoints, point, plan=sweep_plan)
+            return status.exit_status(interrupted=interrupted, curve=True)
+        if config_for_run.sweep or config_for_run.max_concurrency is not None:
+            from .sweep.runner import SweepPlan, run_sweep
+
+            assert sweep_plan is None or isinstance(sweep_plan, SweepPlan)
             _, interrupted = await run_sweep(config_for_run, endpoints, point, plan=sweep_plan)
             return status.exit_status(interrupted=interrupted, curve=True)
         result = await point(config_for_run, endpoints)
@@ -158,15 +178,20 @@ def _run(args: argparse.Namespace) -> int:
         return loop_runner(measure((endpoint,)))
 
 
-def _announce(config: RunConfig) -> SweepPlan | None:
+def _announce(config: RunConfig) -> SweepPlan | RatePlan | None:
     """Prints what the run will measure (all that ``--dry-run`` does): a
     curve's plan and warnings, or a point's line; the curve's plan comes
-    back for :func:`~.sweep.runner.run_sweep`.  No endpoints: the demo's.
+    back for :func:`~.sweep.runner.run_sweep` (a request-rate curve's for
+    :func:`~.sweep.rates.run_rate_sweep`).  No endpoints: the demo's.
 
     Raises:
         UsageError: a bad dataset, or a curve that cannot be measured as
             asked (:func:`~.sweep.runner.prepare_sweep`).
     """
+    if config.rate_sweep:
+        from .sweep.rates import announce_rate_sweep
+
+        return announce_rate_sweep(config, config.endpoints or None)
     if config.sweep or config.max_concurrency is not None:
         from .sweep.runner import announce_sweep
 
@@ -214,6 +239,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .accuracy.rescore import main as score_main
 
             return score_main(args)
+        if args.command == "compare":
+            from .report.compare import main as compare_main
+
+            return compare_main(args)
         if args.command in ("init", "bundle", "check"):
             from .submission import commands as submission
 

@@ -9,8 +9,10 @@ chromium``; ``.ci/run`` installs it when it can).
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
+import re
 import shutil
 import struct
 import subprocess
@@ -19,15 +21,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pytest
 
 from mlpe_fast.report.pareto import (
     CEILING_COLOUR,
     REGION_COLOURS,
+    SERIES_COLOURS,
     STEP_COLOUR,
+    Curve,
+    CurvePoint,
+    Series,
     load_curve,
     write_html,
+    write_series_html,
 )
 
 pytestmark = pytest.mark.pipeline
@@ -276,3 +284,116 @@ def test_the_page_script_runs_in_chromium(tmp_path: Path) -> None:
     assert 'data-ready="1"' in done.stdout
     assert '<section id="table" hidden="">' in done.stdout
     assert '<figure id="chart-pareto">' in done.stdout
+
+
+# Measures the page as Chromium lays it out: every marker's centre on the
+# screen and stroke, and how many pairs of point labels overlap, written
+# into the document for --dump-dom to show.  Appended to a copy of the page
+# by the test, never part of the page itself.
+_MEASURE = """
+<script>
+(function () {
+  var out = {markers: [], labels: 0, overlaps: 0, outside: 0};
+  var svgs = document.querySelectorAll("svg.chart");
+  for (var s = 0; s < svgs.length; s++) {
+    var frame = svgs[s].querySelector("rect.frame").getBoundingClientRect();
+    var boxes = [];
+    var labels = svgs[s].querySelectorAll("text.label");
+    for (var k = 0; k < labels.length; k++) {
+      var b = labels[k].getBoundingClientRect();
+      boxes.push(b);
+      if (b.left < frame.left || b.right > frame.right || b.top < frame.top
+          || b.bottom > frame.bottom) { out.outside++; }
+    }
+    out.labels += boxes.length;
+    for (var i = 0; i < boxes.length; i++) {
+      for (var j = i + 1; j < boxes.length; j++) {
+        var a = boxes[i], c = boxes[j];
+        if (a.left < c.right && c.left < a.right && a.top < c.bottom && c.top < a.bottom) {
+          out.overlaps++;
+        }
+      }
+    }
+    var circles = svgs[s].querySelectorAll("circle");
+    for (var m = 0; m < circles.length; m++) {
+      var r = circles[m].getBoundingClientRect();
+      out.markers.push([svgs[s].parentNode.id, (r.left + r.right) / 2, (r.top + r.bottom) / 2,
+                        circles[m].getAttribute("stroke"), circles[m].getAttribute("fill")]);
+    }
+  }
+  document.body.setAttribute("data-measured", JSON.stringify(out));
+})();
+</script>
+"""
+
+
+def _measured(browser: str, tmp_path: Path, page: Path) -> dict[str, Any]:
+    probe = tmp_path / f"measured-{page.name}"
+    probe.write_text(
+        page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"), encoding="utf-8"
+    )
+    done = _chromium(browser, tmp_path, "--dump-dom", probe.as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-measured="([^"]*)"', done.stdout)
+    assert found is not None, done.stdout[-2000:]
+    measured: dict[str, Any] = json.loads(html.unescape(found.group(1)))
+    return measured
+
+
+@pytest.mark.slow
+def test_chromium_lays_out_crowded_labels_without_overlap(tmp_path: Path) -> None:
+    browser = _browser()
+    # Nine points within 1.6 tok/s per user of each other: the labels crowd.
+    rows = [
+        {"concurrency": c, "region": "low_latency", "system_tps": 400.0 * c,
+         "tps_per_user": 499.9 - 0.2 * k, "ttft_p90_ms": 20.0 + k}
+        for k, c in enumerate((1, 2, 3, 4, 6, 8, 12, 16, 24))
+    ]  # fmt: skip
+    (tmp_path / "pareto.json").write_text(json.dumps({"points": rows}), encoding="utf-8")
+    page = tmp_path / "pareto.html"
+    write_html(load_curve(tmp_path / "pareto.json"), page)
+    measured = _measured(browser, tmp_path, page)
+    assert measured["overlaps"] == 0 and measured["outside"] == 0
+    assert measured["labels"] >= 30  # of 36 markers
+
+
+@pytest.mark.slow
+def test_chromium_draws_each_compared_curve_in_its_colour(tmp_path: Path) -> None:
+    browser = _browser()
+    one = Curve(
+        tuple(
+            CurvePoint(concurrency=c, region="low_latency", system_tps=tps, tps_per_user=tpu,
+                       ttft_p90_ms=ttft)
+            for c, tpu, tps, ttft in _POINTS
+        )
+    )  # fmt: skip
+    two = Curve(
+        tuple(msgspec.structs.replace(p, system_tps=p.system_tps * 0.8) for p in one.points)
+    )
+    page = tmp_path / "compare.html"
+    colours = SERIES_COLOURS[:2]
+    write_series_html(
+        [Series("one", one, colours[0]), Series("two", two, colours[1])], page, heading="compare"
+    )
+    measured = _measured(browser, tmp_path, page)
+    markers = measured["markers"]
+    assert [m[3] for m in markers].count(colours[0]) == 16  # four points on four charts
+    assert [m[3] for m in markers].count(colours[1]) == 16
+    assert measured["overlaps"] == 0 and measured["outside"] == 0
+    shot = tmp_path / "compare.png"
+    done = _chromium(browser, tmp_path, f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file(), done.stderr[-2000:]
+    image = _decode_png(shot.read_bytes())
+    masks = {c: _mask(image, c) for c in colours}
+    for k, (_, x, y, stroke, fill) in enumerate(markers):
+        # A filled marker on the screen that no later one covers (the two
+        # curves share their TTFT: there the second one's is on top).
+        covered = any(abs(x - m[1]) < 10 and abs(y - m[2]) < 10 for m in markers[k + 1 :])
+        if fill == stroke and x < _WIDTH and y < _HEIGHT and not covered:
+            assert _near(masks[stroke], x, y, reach=1), (stroke, x, y)
+    # The second curve's throughput is 0.8 x the first's: its Pareto markers lie lower.
+    pareto_markers = {c: sorted(m[2] for m in markers if m[0] == "chart-pareto" and m[3] == c)
+                      for c in colours}  # fmt: skip
+    assert all(
+        b > a for a, b in zip(pareto_markers[colours[0]], pareto_markers[colours[1]], strict=True)
+    )

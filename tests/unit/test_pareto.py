@@ -27,7 +27,9 @@ y(v) = 314 - v * 282 / 600.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import struct
 import sys
 from collections.abc import Callable
@@ -164,13 +166,50 @@ def test_steps_hold_each_throughput_leftwards_to_the_next_point(tmp_path: Path) 
     assert steps.left_out == ()
 
 
-def test_steps_drop_repeated_vertices_and_keep_dominated_points(tmp_path: Path) -> None:
-    # 2 and 3 share a throughput (no vertical step between them); 5 is
-    # dominated by 3 (slower per user, less throughput) and is still a step.
+def test_a_dominated_point_is_no_step_and_the_curve_spans_every_point(tmp_path: Path) -> None:
+    # 2 and 3 share a throughput: 3 (less interactive) adds nothing; 5 is
+    # dominated by 3 (slower per user, less throughput).  The frontier is 2
+    # alone, its throughput held leftwards down to the least interactive
+    # point on the chart, 5 at 20 tok/s per user.
     rows = [row(2, 50, 200), row(3, 40, 200), row(5, 20, 150)]
     steps = pareto_steps(curve(tmp_path, rows))
-    assert steps.vertices == ((20, 150), (20, 200), (40, 200), (50, 200))
+    assert steps.vertices == ((20, 200), (50, 200))
     assert [p.concurrency for p in steps.points] == [5, 3, 2]
+    assert [p.concurrency for p in steps.frontier] == [2]
+
+
+def test_the_frontier_is_the_best_throughput_at_each_interactivity(tmp_path: Path) -> None:
+    # The crowded demo curve of docs/curves-and-submissions.md ("The
+    # pictures"): tps_per_user barely moves, so 2, 4, 8 and 32 are each
+    # dominated by a point that is both more interactive and faster.
+    rows = [
+        row(1, 499.9, 436.5),
+        row(2, 499.3, 872.6),
+        row(4, 499.1, 1743.2),
+        row(8, 499.2, 3483.3),
+        row(16, 499.4, 6679.5),
+        row(32, 498.6, 13490.4),
+        row(64, 498.9, 26937.7),
+    ]
+    steps = pareto_steps(curve(tmp_path, rows))
+    assert [p.concurrency for p in steps.frontier] == [64, 16, 1]
+    assert steps.vertices == (
+        (498.6, 26937.7),
+        (498.9, 26937.7),
+        (498.9, 6679.5),
+        (499.4, 6679.5),
+        (499.4, 436.5),
+        (499.9, 436.5),
+    )
+    # At every x the curve draws, some point at least as interactive
+    # delivered that throughput, and none delivered more.
+    points = steps.points
+    for (x0, y), (x1, _) in zip(steps.vertices, steps.vertices[1:], strict=False):
+        if x0 == x1:
+            continue
+        for x in (x0 + (x1 - x0) * f for f in (0.01, 0.5, 1.0)):
+            best = max(p.system_tps for p in points if p.tps_per_user >= x - 1e-9)
+            assert y == best, (x, y, best)
 
 
 def test_points_without_a_value_are_left_out_of_the_steps(tmp_path: Path) -> None:
@@ -623,3 +662,189 @@ def test_an_unknown_x_metric_is_a_one_line_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="x_metric"):
         write_reports(tmp_path)
     assert not (tmp_path / "pareto.html").exists()
+
+
+# --- what the charts show: titles, axes that fit, labels that do not overlap ---------------
+
+#: Nine points within 1.5 tok/s per user of each other and a dedicated
+#: Offline ceiling: the labels of a crowded Pareto chart.
+CROWDED_ROWS = [
+    row(c, 499.9 - 0.17 * k, 400.0 * c, region=r)
+    for k, (c, r) in enumerate(
+        [
+            (1, "low_latency"),
+            (2, "low_concurrency"),
+            (3, "low_concurrency"),
+            (4, "low_concurrency"),
+            (6, "med_concurrency"),
+            (8, "med_concurrency"),
+            (12, "med_concurrency"),
+            (16, "high_concurrency"),
+            (24, "high_concurrency"),
+        ]
+    )
+] + [row(1000, None, 11000, offline="dedicated", region="submitters_choice")]
+
+
+def test_a_linear_axis_fits_data_far_from_zero_and_keeps_zero_otherwise() -> None:
+    fitted = pareto._linear_axis([498.6, 499.9])
+    assert 470 <= fitted.lo < 498.6 and 499.9 < fitted.hi <= 530
+    assert fitted.hi - fitted.lo >= 0.05 * 499.9  # noise is not blown up into a slope
+    assert pareto._linear_axis([10.0, 100.0]).lo == 0.0  # the data span most of 0..max
+    assert pareto._linear_axis([100.0]).lo == 0.0  # one value: nothing to fit
+    # 10 % beyond the data each side (985 .. 1315), to steps of 100 (a fifth
+    # of 330, rounded up to 1, 2, 2.5 or 5 times a power of ten).
+    wide = pareto._linear_axis([1000.0, 1300.0])
+    assert (wide.lo, wide.hi, wide.ticks[1] - wide.ticks[0]) == (900.0, 1400.0, 100.0)
+
+
+def test_the_heading_names_the_model_the_system_and_the_date(tmp_path: Path) -> None:
+    path = tmp_path / "pareto.json"
+    content = {"model": "llama-3.1-8b", "system": "gpu-box:8000", "date": "2026-12-02"}
+    path.write_text(json.dumps({**content, "points": HAND_ROWS}), encoding="utf-8")
+    write_html(load_curve_file(path), tmp_path / "pareto.html")
+    text = (tmp_path / "pareto.html").read_text(encoding="utf-8")
+    heading = "llama-3.1-8b on gpu-box:8000, 2026-12-02: 5 points"
+    assert f"<h1>{heading}</h1>" in text and f"<title>mlpe-fast: {heading}</title>" in text
+    if "matplotlib" in sys.modules or _has_matplotlib():
+        figure = pareto.png_figure([pareto.Series("", load_curve_file(path))])
+        assert figure.get_suptitle() == heading
+    # Older files name nothing: the heading says what it can.
+    assert Curve(tuple(curve(tmp_path, HAND_ROWS))).heading == "curve: 5 points"
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _svg_label_boxes(text: str) -> dict[str, list[pareto.Box]]:
+    """Every point label of the page as the box it takes (the renderer's
+    own estimate of a label's size), by chart."""
+    boxes: dict[str, list[pareto.Box]] = {}
+    figure = ""
+    for match in re.finditer(
+        r'<figure id="([^"]+)">|<text class="label" x="([\d.]+)" y="([\d.]+)" '
+        r'text-anchor="(\w+)">([^<]*)</text>',
+        text,
+    ):
+        if match.group(1):
+            figure = match.group(1)
+            continue
+        x, baseline, anchor, label = (
+            float(match.group(2)),
+            float(match.group(3)),
+            match.group(4),
+            html.unescape(match.group(5)),
+        )
+        width, height = pareto.svg_label_size(label)
+        x0 = {"start": x, "end": x - width, "middle": x - width / 2}[anchor]
+        boxes.setdefault(figure, []).append(
+            pareto.Box(x0, baseline + 3 - height, x0 + width, baseline + 3)
+        )
+    return boxes
+
+
+def test_svg_labels_do_not_overlap_on_a_crowded_curve(tmp_path: Path) -> None:
+    text, parsed = page(tmp_path, CROWDED_ROWS)
+    boxes = _svg_label_boxes(text)
+    plot = pareto.Box(
+        pareto._LEFT, pareto._TOP, pareto._W - pareto._RIGHT, pareto._H - pareto._BOTTOM
+    )
+    for chart, found in boxes.items():
+        for k, box in enumerate(found):
+            assert box.inside(plot), (chart, box)
+            for other in found[k + 1 :]:
+                assert not box.overlaps(other), (chart, box, other)
+    # Crowded, but most points keep their label; none is drawn twice.
+    assert 6 <= len(boxes["chart-pareto"]) <= 9
+    assert len(boxes["chart-system_tps"]) == 9
+    labels = parsed.labels["chart-pareto"]
+    assert len([t for t in labels if t.isdigit()]) == len(set(t for t in labels if t.isdigit()))
+
+
+def test_png_labels_do_not_overlap_on_a_crowded_curve(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed (mlpe-fast[plots])")
+    figure = pareto.png_figure([pareto.Series("", Curve(tuple(curve(tmp_path, CROWDED_ROWS))))])
+    renderer = figure.canvas.get_renderer()
+    placed = 0
+    for ax in figure.axes:
+        if not ax.get_visible():
+            continue
+        frame = ax.get_window_extent(renderer)
+        labels = [t for t in ax.texts if t.get_gid() == "point-label"]
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        placed += len(boxes)
+        for k, box in enumerate(boxes):
+            assert frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            for other in boxes[k + 1 :]:
+                assert not box.overlaps(other), (ax.get_title(), labels[k].get_text())
+    assert placed >= 30  # of 36 markers on the four charts
+
+
+def test_place_labels_leaves_out_a_label_with_no_room() -> None:
+    area = pareto.Box(0, 0, 100, 100)
+    marks = [(50.0, 50.0, "a"), (50.0, 50.0, "b")]  # two markers on one spot
+
+    def size(text: str) -> tuple[float, float]:
+        return 400.0 if text == "b" else 6.0, 10.0
+
+    first, second = pareto.place_labels(marks, area, size, radius=5)
+    assert first is not None and first.box.inside(area) and second is None
+
+
+# --- a request-rate curve and several curves on one page -----------------------------------
+
+RATE_ROWS = [
+    {"target_qps": q, "qps": q * 0.98, "region": "poisson", "system_tps": 100.0 * q,
+     "tps_per_user": 60 - q, "ttft_p90_ms": 10.0 + q, "folder": f"/runs/qps{q:g}"}
+    for q in (0.5, 2.0, 8.0)
+]  # fmt: skip
+
+
+def test_a_rate_curve_has_six_charts_each_saying_it_is_no_mlperf_curve(tmp_path: Path) -> None:
+    path = tmp_path / "pareto.json"
+    path.write_text(json.dumps({"load": "rate", "points": RATE_ROWS}), encoding="utf-8")
+    loaded = load_curve_file(path)
+    assert [p.label for p in loaded.points] == ["0.5/s", "2/s", "8/s"]
+    text = write_reports(tmp_path).html.read_text(encoding="utf-8")
+    parsed = parse(text)
+    assert list(parsed.circles) == [
+        "chart-pareto", "chart-latency", "chart-system_tps", "chart-ttft_p90_ms",
+        "chart-tps_per_user", "chart-qps",
+    ]  # fmt: skip
+    assert "(Poisson rates: not an MLPerf curve)" in text
+    assert "frontier (Poisson rates: not an MLPerf curve)" in text
+    assert "target rate (queries/s, log scale)" in parsed.labels["chart-qps"]
+    assert "0.5" in parsed.labels["chart-qps"]  # a tick below 1 on the log axis
+    assert "target rate 2/s; achieved qps 2.0" in "".join(parsed.tips["chart-qps"])
+    if _has_matplotlib():
+        assert png_size(tmp_path / "pareto.png") == (1200, 1350)
+
+
+def test_a_rate_curve_point_needs_its_rate(tmp_path: Path) -> None:
+    path = tmp_path / "pareto.json"
+    rows = [*RATE_ROWS, {"concurrency": 4, "region": "poisson"}]
+    path.write_text(json.dumps({"load": "rate", "points": rows}), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"point 3 of a rate curve has no target_qps$"):
+        load_curve_file(path)
+
+
+def test_several_curves_share_the_charts_one_colour_each(tmp_path: Path) -> None:
+    first = Curve(tuple(curve(tmp_path, HAND_ROWS)))
+    second = Curve(tuple(curve(tmp_path, AGENTIC_ROWS[:3])))
+    out = tmp_path / "both.html"
+    pareto.write_series_html(
+        [pareto.Series("one", first, "#1e88e5"), pareto.Series("two", second, "#e53935")],
+        out,
+        heading="compare: one, two",
+    )
+    parsed = parse(out.read_text(encoding="utf-8"))
+    strokes = [c["stroke"] for c in parsed.circles["chart-pareto"]]
+    assert strokes.count("#1e88e5") == 4 and strokes.count("#e53935") == 3
+    assert len(parsed.paths["chart-pareto"]) == 2  # a frontier each
+    assert parsed.table[0][0] == "curve" and {r[0] for r in parsed.table[1:]} == {"one", "two"}
+    assert any(t.startswith("two: concurrency 8;") for t in parsed.tips["chart-pareto"])

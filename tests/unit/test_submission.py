@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -750,3 +751,16 @@ def test_a_missing_checker_is_a_usage_error(
         run_checker(tmp_path)
     with pytest.raises(UsageError, match="no such bundle folder"):
         run_checker(tmp_path / "nothing")
+
+
+def test_a_point_is_dated_by_test_started_at_else_by_its_summary(tmp_path: Path) -> None:
+    folder = write_run_folder(tmp_path / "c8", 8, 620.0)
+    summary_path = folder / "performance" / "result_summary.json"
+    # The reference's 0: the day the summary was written.
+    os.utime(summary_path, (1_700_000_000, 1_700_000_000))  # 2023-11-14 22:13 UTC
+    assert read_run(folder).run_date == "2023-11-14"
+    # The wall clock at TEST_STARTED, in ns, wins: 2026-03-14 23:59:59 UTC.
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    summary["test_started_at"] = 1_773_532_799 * 10**9
+    summary_path.write_text(json.dumps(summary), encoding="utf-8")
+    assert read_run(folder).run_date == "2026-03-14"

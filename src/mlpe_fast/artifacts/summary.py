@@ -224,11 +224,12 @@ def result_summary(
     version: str,
     git_sha: str | None,
     extra: Mapping[str, Any] | None = None,
+    test_started_at: int = 0,
 ) -> dict[str, Any]:
     """The ``performance/result_summary.json`` dict built from a final snapshot (spec §3.3).
 
     Mirrors ``Report.from_snapshot`` + ``Report.to_json``; keys in its order:
-    ``version, git_sha, test_started_at (0), n_samples_issued,
+    ``version, git_sha, test_started_at, n_samples_issued,
     n_samples_completed, n_samples_failed`` (the ``tracked_*`` counters),
     ``duration_ns`` (``tracked_duration_ns``, ``None`` unless > 0), ``state``,
     ``complete`` (``state == "complete"`` and no pending token counts),
@@ -236,6 +237,13 @@ def result_summary(
     (:func:`summary_block`), ``legacy_loadgen_window_duration_ns, qps, tps,
     finish_reason_counts, run_config``; then ``system_tps`` and
     ``tps_per_user`` when defined (module docstring); then ``extra``.
+
+    ``test_started_at``: the wall-clock time of ``TEST_STARTED`` in ns
+    since the Unix epoch, 0 when unknown.  The reference writes 0 (its
+    ``Report`` has a TODO to fill it); the submission CLI reads a positive
+    value as the run's start and date (``runs/parser.py``
+    ``_extract_timestamps``, any epoch unit), and falls back to "now minus
+    the duration" on 0, which dates a bundle built later wrongly.
 
     Throughput window (spec §1.4): with ``use_legacy_loadgen_qps_metrics``
     (pass ``load pattern is poisson and the setting is on``, as the reference
@@ -292,7 +300,7 @@ def result_summary(
     summary: dict[str, Any] = {
         "version": version,
         "git_sha": git_sha,
-        "test_started_at": 0,
+        "test_started_at": test_started_at,
         "n_samples_issued": counter_value("tracked_samples_issued"),
         "n_samples_completed": completed,
         "n_samples_failed": counter_value("tracked_samples_failed"),

@@ -250,6 +250,21 @@ def concurrencies(given: Given) -> int | tuple[int, ...]:
     return tuple(sorted({positive_integer(Given(item, where)) for item in items}))
 
 
+def rates(given: Given) -> float | tuple[float, ...]:
+    """One Poisson rate (a float), or a request-rate curve's: a list
+    (``2,4,8`` or a YAML list) as a sorted tuple of unique positive rates."""
+    value, where = given
+    if isinstance(value, list):
+        items: list[Any] = value
+    elif isinstance(value, str) and "," in value:
+        items = value.split(",")
+    else:
+        return positive_number(given)
+    if not items:
+        raise UsageError(f"{where}: expected a positive number or a list of them")
+    return tuple(sorted({positive_number(Given(item, where)) for item in items}))
+
+
 def max_connections(given: Given) -> int | None:
     """A connection cap; the reference's -1 (automatic) means none."""
     if integer(given) == -1:

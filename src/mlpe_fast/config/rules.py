@@ -60,6 +60,7 @@ __all__ = (
     "one_performance_dataset",
     "pattern_flags_in_use",
     "poisson_needs_a_rate",
+    "rate_curve_or_point",
     "route_matches_api_type",
     "token_datasets",
     "unique_dataset_names",
@@ -140,6 +141,33 @@ def curve_or_point(given: GivenSettings, values: Values) -> Values:
     if isinstance(concurrency, tuple):
         return {"concurrency": concurrency[0], "sweep": concurrency if len(concurrency) > 1 else ()}
     return _NONE
+
+
+def rate_curve_or_point(given: GivenSettings, values: Values) -> Values:
+    """A list of rates is a request-rate curve (``rate_sweep``) starting at
+    its first; one rate (a list of one, too) is one Poisson point.  A rate
+    curve is no MLPerf curve (spec §2.4): it has no C_max to plan from and
+    no Offline point, and it measures performance."""
+    rates = values["target_qps"]
+    if not isinstance(rates, tuple):
+        return _NONE
+    if len(rates) > 1:
+        where = given.where("target_qps", "--target-qps")
+        for name, why in (
+            ("max_concurrency", "plans a concurrency curve"),
+            ("offline", "is a concurrency curve's Offline point"),
+        ):
+            if name in given:
+                raise UsageError(
+                    f"{given.values[name].where}: not for a request-rate curve ({where} "
+                    f"{','.join(f'{r:g}' for r in rates)}): it {why}; leave it out"
+                )
+        if values["mode"] == "acc":
+            raise UsageError(
+                f"{given.where('mode', '--mode')} acc: a request-rate curve measures "
+                "performance at each rate; use --mode perf or both"
+            )
+    return {"target_qps": rates[0], "rate_sweep": rates if len(rates) > 1 else ()}
 
 
 def poisson_needs_a_rate(given: GivenSettings, values: Values) -> Values:
@@ -549,6 +577,7 @@ RULES: tuple[Rule, ...] = (
     load_pattern_of_the_test_type,
     mode_of_the_test_type,
     curve_or_point,
+    rate_curve_or_point,
     poisson_needs_a_rate,
     accuracy_phase_needs_an_accuracy_dataset,
     accuracy_scorers_installed,

@@ -157,6 +157,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             unknown.
         sweep: the concurrencies of a curve (``--concurrency 1,4,16``);
             empty for one point at ``concurrency``.
+        rate_sweep: the Poisson rates of a request-rate curve
+            (``--target-qps 2,4,8``; ``sweep/rates.py``); empty for one
+            point at ``target_qps``.
         max_concurrency: the system's C_max (``--max-concurrency``); with
             no list, the sweep's points are planned from it (spec §2.1-2.2).
         offline: the curve's Offline point (spec §2.3): "dedicated" (a
@@ -226,6 +229,7 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     mode: Mode = default_of("mode")
     mlperf_model: str = default_of("mlperf_model")
     sweep: tuple[int, ...] = default_of("sweep")
+    rate_sweep: tuple[float, ...] = default_of("rate_sweep")
     max_concurrency: int | None = default_of("max_concurrency")
     offline: OfflineKind = default_of("offline")
     whole_passes: bool = default_of("whole_passes")

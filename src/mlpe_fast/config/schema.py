@@ -279,9 +279,10 @@ SETTINGS: tuple[Setting, ...] = (
                     "at once)"),),
     ),
     Setting(
-        name="target_qps", convert=coerce.positive_number,
-        flags=(Flag(name="--target-qps", group="load", metavar="QPS",
-                    help="arrival rate for poisson"),),
+        name="target_qps", convert=coerce.rates,
+        flags=(Flag(name="--target-qps", group="load", metavar="QPS[,QPS...]",
+                    help="arrival rate for poisson (queries/s); a list measures a request-rate "
+                    "curve, one point each (not an MLPerf curve: spec §2.4)"),),
         yaml_keys=("settings.load_pattern.target_qps",),
     ),
     Setting(
@@ -495,6 +496,8 @@ SETTINGS: tuple[Setting, ...] = (
     # Fields no flag or key gives ------------------------------------------------------------
     # the curve's concurrencies: rules.curve_or_point fills it from --concurrency
     Setting(name="sweep", default=()),
+    # the rates of a request-rate curve (``--target-qps 2,4,8``): sweep/rates.py
+    Setting(name="rate_sweep", default=()),
     # a duration ends at a dataset pass's end: the curve sets it for its points (spec §2.4)
     Setting(name="whole_passes", default=False),
 )

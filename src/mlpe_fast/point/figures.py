@@ -126,6 +126,7 @@ def point_figures(
             **agentic,
             **_own_keys(records, counts, stats, audit, shares, answers, steady, good),
         },
+        test_started_at=measured.tracking_started_at,
     )
     table, report = _texts(
         config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady, good

@@ -17,7 +17,10 @@ __all__ = ("Measured",)
 class Measured(msgspec.Struct):
     """A performance phase's outcome.
 
-    ``tracking_start``: the performance-tracking start (spec §1.4);
+    ``tracking_start``: the performance-tracking start (spec §1.4), on the
+    monotonic clock of the records; ``tracking_started_at``: the same
+    instant on the wall clock, in ns since the Unix epoch (the summary's
+    ``test_started_at``, which dates the run);
     ``lags``/``cpu_ns``/``cpu_system_ns``: the loop-lag probe and the CPU
     clocks of the self-audit; ``engines``: the merged run of several engine
     processes (None: this process alone); ``tracked``: an agentic run's
@@ -35,3 +38,4 @@ class Measured(msgspec.Struct):
     tracked: list[bool] | None = None
     inline_scores: dict[str, Any] | None = None
     inline_entry: dict[str, Any] | None = None
+    tracking_started_at: int = 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from array import array
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, Protocol
@@ -169,7 +170,17 @@ class EnginesPerformance:
                     lags.frombytes(totals.lags_ns)
                     cpu_ns += totals.cpu_ns
                     cpu_system_ns += totals.cpu_system_ns
-            return Measured(run.records, run.t0_ns, lags, cpu_ns, cpu_system_ns, run)
+            # The wall clock of the engines' start, read back from the monotonic clock.
+            started_at = time.time_ns() - (monotonic_ns() - run.t0_ns)
+            return Measured(
+                run.records,
+                run.t0_ns,
+                lags,
+                cpu_ns,
+                cpu_system_ns,
+                run,
+                tracking_started_at=started_at,
+            )
 
 
 async def open_connections(point: Point, concurrency: int, samples: int | None) -> None:
@@ -278,6 +289,7 @@ def measuring(
     or whole passes still ask for; what is in flight is awaited."""
     probe = LoopLagProbe()
     measured.tracking_start = monotonic_ns()
+    measured.tracking_started_at = time.time_ns()
     if events is not None:
         events.session(SESSION_START_PERFORMANCE_TRACKING, measured.tracking_start)
     if bar is not None:

@@ -180,6 +180,10 @@ def _plan(points: Sequence[PointFolder], system: SystemDescription) -> list[_Pla
         duration_ms = runtime.get("min_duration_ms") if isinstance(runtime, dict) else None
         if isinstance(duration_ms, int) and duration_ms > 0:
             item.point_yaml["runtime_settings"]["min_duration_ms"] = duration_ms
+        # The day it was measured: not in the checker's schema (which keeps
+        # extra keys), read by mlperf-viz as the point's date (point.yaml
+        # ``run_date``, else system_desc.json's).
+        item.point_yaml["run_date"] = item.facts.run_date
     return planned
 
 

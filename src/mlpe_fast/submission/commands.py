@@ -62,15 +62,32 @@ def add_bundle_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="checker warnings fail too")
 
 
+#: Why a request-rate curve is never bundled (``sweep/rates.py``).
+_POISSON_REFUSED = (
+    "the checker refuses the poisson load pattern (spec §2.4); bundle a concurrency curve "
+    "(mlpe-fast run --concurrency N,N,... or --max-concurrency C_MAX)"
+)
+
+
 def _offline_kinds(report: Path) -> dict[str, str]:
-    """Folder name -> Offline kind, from the sweep's ``pareto.json``."""
+    """Folder name -> Offline kind, from the sweep's ``pareto.json``.
+
+    Raises:
+        UsageError: the file is no curve's, or a request-rate curve's.
+    """
     path = report / "pareto.json"
     if not path.is_file():
         return {}
     try:
-        points = json.loads(path.read_bytes()).get("points", [])
+        curve = json.loads(path.read_bytes())
+        points = curve.get("points", [])
     except (OSError, ValueError, AttributeError):
         raise UsageError(f"{path}: not the pareto.json of a curve") from None
+    if curve.get("load") == "rate":
+        raise UsageError(
+            f"{report} is a request-rate curve (Poisson points), not an MLPerf submission: "
+            f"{_POISSON_REFUSED}"
+        )
     return {
         Path(str(p.get("folder", ""))).name: str(p.get("offline", "none"))
         for p in points
@@ -85,14 +102,19 @@ def curve_points(report_dir: str | Path, c_max: int) -> list[PointFolder]:
         UsageError: no ``r<N>`` run folders, or one that is not a run.
     """
     report = Path(report_dir)
+    kinds = _offline_kinds(report)
     folders = sorted(
         (p for p in report.glob("r*") if p.is_dir() and p.name[1:].isdigit()),
         key=lambda p: int(p.name[1:]),
     )
     if not folders:
         raise UsageError(f"{report}: no r<N> run folders (mlpe-fast run --report-dir {report})")
-    kinds = _offline_kinds(report)
     facts = [read_run(folder) for folder in folders]
+    for fact in facts:
+        if fact.load_pattern == "poisson":
+            raise UsageError(
+                f"{fact.path} is a Poisson point, not an MLPerf point: {_POISSON_REFUSED}"
+            )
     fixed = [int(f.path.name[1:]) for f in facts if f.load_pattern != "max_throughput"]
     bounds = regions(c_max, c_min_from_points(fixed)) if fixed else None
     points = []

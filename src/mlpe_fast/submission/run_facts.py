@@ -14,6 +14,11 @@ files the checker and the reference client agree on:
   ``settings.warmup``);
 * an agentic point's ``agentic_inference`` settings (its trajectory budget, salt,
   tool delays) from its performance dataset's entry in ``config.yaml``;
+* the day the point was measured (``run_date``, which mlperf-viz shows): the
+  UTC date of the summary's ``test_started_at`` (the wall clock at
+  ``TEST_STARTED``), or, in a summary without one (a run folder of an older
+  mlpe-fast, or of the reference client, which writes 0), of the time the
+  summary was written (its modification time);
 * the warmup's figures from ``warmup_events.jsonl``: queries issued, queries answered
   without error, and the time from the first warmup query to the start of
   measurement (``session.start_performance_tracking`` in ``events.jsonl``, the rules'
@@ -22,6 +27,7 @@ files the checker and the reference client agree on:
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,6 +62,7 @@ class RunFacts:
             only the performance run's inline score.
         warmup: the measured warmup, None when the run had none.
         agentic: an agentic run's ``agentic_inference`` settings, else None.
+        run_date: the day the point was measured, ``YYYY-MM-DD`` (UTC).
     """
 
     path: Path
@@ -66,6 +73,18 @@ class RunFacts:
     has_accuracy: bool = False
     warmup: WarmupRun | None = None
     agentic: Mapping[str, Any] | None = None
+    run_date: str = ""
+
+
+def _run_date(summary: Mapping[str, Any], path: Path) -> str:
+    """The UTC day of ``test_started_at`` (ns since the epoch), else of the
+    summary file's modification time (module docstring)."""
+    started = summary.get("test_started_at")
+    if isinstance(started, int) and not isinstance(started, bool) and started > 0:
+        seconds = started / 1e9
+    else:
+        seconds = path.stat().st_mtime
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.timezone.utc).date().isoformat()
 
 
 def _section(data: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
@@ -223,4 +242,5 @@ def read_run(path: str | Path) -> RunFacts:
         has_accuracy=holds_accuracy_run(folder / "accuracy" / "accuracy_results.json"),
         warmup=warmup,
         agentic=_agentic_settings(config) if load_pattern == "agentic_inference" else None,
+        run_date=_run_date(summary, summary_path),
     )

@@ -42,14 +42,16 @@ every point; ``--max-concurrency C_MAX`` without a list plans the points
 
 ``pareto.json`` in ``REPORT_DIR`` lists the points (concurrency, region,
 Offline kind, ``system_tps``, ``tps_per_user``, ``ttft_p90_ms``,
-``e2e_avg_interactivity``) and the Pareto chart's x metric (``x_metric``:
-``e2e_avg_interactivity`` for an agentic curve, spec §1.5);
+``e2e_avg_interactivity``), the Pareto chart's x metric (``x_metric``:
+``e2e_avg_interactivity`` for an agentic curve, spec §1.5) and what the
+charts' titles name (``model``, ``system``, ``date``: :func:`curve_facts`);
 ``pareto.html`` (self-contained) and ``pareto.png`` (with matplotlib) draw
 the step curve and the figures against concurrency.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import sys
 from collections.abc import Callable, Coroutine, Sequence
@@ -83,10 +85,14 @@ __all__ = (
     "SweepPoint",
     "accuracy_points",
     "announce_sweep",
+    "curve_facts",
+    "official_figures",
     "plan_problems",
     "plan_sweep",
     "prepare_sweep",
+    "refusal",
     "run_sweep",
+    "stored_summary",
 )
 
 #: Mandatory accuracy bands (spec §2.6): the region names of the checker.
@@ -248,19 +254,24 @@ def agentic_duration_note(concurrency: int, summary: dict[str, Any]) -> str | No
 
 def _done(point: SweepPoint) -> dict[str, Any] | None:
     """The stored summary of a point measured completely before, else None."""
-    folder = Path(point.folder)
-    summary_path = folder / "performance" / "result_summary.json"
+    return stored_summary(point.folder, accuracy=point.accuracy)
+
+
+def stored_summary(folder: str, *, accuracy: bool) -> dict[str, Any] | None:
+    """The summary in a point's run folder when the point is complete (and
+    holds its accuracy run when ``accuracy``), else None: measured again."""
+    summary_path = Path(folder) / "performance" / "result_summary.json"
     try:
         summary = json.loads(summary_path.read_bytes())
     except (OSError, ValueError):
         return None
     if not isinstance(summary, dict) or summary.get("state") != "complete":
         return None
-    if point.accuracy:
+    if accuracy:
         # An agentic point's file holds its inline score in any case: the
         # accuracy run is due too (spec §2.6).
         try:
-            if not holds_accuracy_run(folder / "accuracy" / "accuracy_results.json"):
+            if not holds_accuracy_run(Path(folder) / "accuracy" / "accuracy_results.json"):
                 return None
         except UsageError:
             return None
@@ -268,9 +279,27 @@ def _done(point: SweepPoint) -> dict[str, Any] | None:
 
 
 def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
-    """A point's row of the curve: its official figures (spec §1.4: the
-    steady-state window's where it is ``windowable``, ``basis:
-    "steady_state"``, else the whole run's, ``basis: "total"``)."""
+    """A point's row of the curve: its official figures (:func:`official_figures`)."""
+    figures, extra = official_figures(summary)
+    return {
+        "concurrency": point.concurrency,
+        "region": point.region,
+        "offline": point.offline,
+        **figures,
+        "e2e_avg_interactivity": summary.get("e2e_avg_interactivity"),
+        "accuracy": point.accuracy,
+        "folder": point.folder,
+        **extra,
+    }
+
+
+def official_figures(summary: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A point's official figures, ``system_tps``, ``tps_per_user`` and
+    ``ttft_p90_ms`` (spec §1.4: the steady-state window's where it is
+    ``windowable``, else the whole run's) with their ``basis``, and what
+    goes after them in its row: its answers' warnings, for a window the
+    whole run's figures under ``total``, and with ``--goodput`` its
+    ``goodput`` block."""
     ttft = summary.get("ttft", {}).get("percentiles", {}).get("90.0")
     figures = {
         "system_tps": summary.get("system_tps"),
@@ -278,19 +307,37 @@ def _row(point: SweepPoint, summary: dict[str, Any]) -> dict[str, Any]:
         "ttft_p90_ms": None if ttft is None else ttft / 1e6,
     }
     window = _official_window(summary)
-    return {
-        "concurrency": point.concurrency,
-        "region": point.region,
-        "offline": point.offline,
-        **(figures if window is None else {k: window.get(k) for k in figures}),
-        "basis": "total" if window is None else "steady_state",
-        "e2e_avg_interactivity": summary.get("e2e_avg_interactivity"),
-        "accuracy": point.accuracy,
-        "folder": point.folder,
-        "answer_warnings": _answer_warnings(summary),
-        **({} if window is None else {"total": figures}),
-        **({} if (good := _goodput(summary)) is None else {"goodput": good}),
-    }
+    official = figures if window is None else {k: window.get(k) for k in figures}
+    official["basis"] = "total" if window is None else "steady_state"
+    extra: dict[str, Any] = {"answer_warnings": _answer_warnings(summary)}
+    if window is not None:
+        extra["total"] = figures
+    if (good := _goodput(summary)) is not None:  # --goodput: not an MLPerf metric
+        extra["goodput"] = good
+    return official, extra
+
+
+def curve_facts(config: RunConfig, summaries: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """What a curve's title names (``pareto.json``'s ``model``, ``system``
+    and ``date``): the model, the endpoints measured (host and port; the
+    demo's: the simulated endpoint) and the UTC day the first of its points
+    started (``test_started_at``), else today."""
+    system = ", ".join(_host_port(url) for url in config.endpoints) or "the simulated endpoint"
+    started = [
+        s["test_started_at"]
+        for s in summaries
+        if isinstance(s.get("test_started_at"), int) and s["test_started_at"] > 0
+    ]
+    moment = (
+        datetime.datetime.fromtimestamp(min(started) / 1e9, tz=datetime.timezone.utc)
+        if started
+        else datetime.datetime.now(tz=datetime.timezone.utc)
+    )
+    return {"model": config.model, "system": system, "date": moment.date().isoformat()}
+
+
+def _host_port(url: str) -> str:
+    return url.split("://", 1)[-1].rstrip("/")
 
 
 def _goodput(summary: dict[str, Any]) -> dict[str, Any] | None:
@@ -577,18 +624,20 @@ def prepare_sweep(config: RunConfig, endpoints: Sequence[str] | None) -> SweepPl
         else:
             reused[point.folder] = summary
     if refused:
-        raise UsageError(_refusal(refused))
+        raise UsageError(refusal([(p.folder, found) for p, found in refused]))
     return SweepPlan(config, points, problems, reused, size)
 
 
-def _refusal(refused: Sequence[tuple[SweepPoint, list[str]]]) -> str:
-    (point, found), others = refused[0], [p for p, _ in refused[1:]]
+def refusal(refused: Sequence[tuple[str, list[str]]]) -> str:
+    """Why a curve is not measured: its points (folders) measured before
+    with other settings, and the settings that differ."""
+    (folder, found), others = refused[0], [f for f, _ in refused[1:]]
     shown = "; ".join(found[:3]) + (f"; and {len(found) - 3} more" if len(found) > 3 else "")
-    names = [Path(p.folder).name for p in (point, *others)]
+    names = [Path(f).name for f in (folder, *others)]
     also = f" ({', '.join(names[1:])} too)" if others else ""
-    where = Path(point.folder).parent
+    where = Path(folder).parent
     return (
-        f"{point.folder} was measured with other settings than this run's: {shown}{also}; "
+        f"{folder} was measured with other settings than this run's: {shown}{also}; "
         f"measure the curve into another --report-dir, or remove {', '.join(names)} from "
         f"{where} to measure {'them' if others else 'it'} again"
     )
@@ -704,18 +753,21 @@ async def run_sweep(
     agentic = _agentic(config)
     points = plan.points
     rows: list[dict[str, Any]] = []
+    summaries: list[dict[str, Any]] = []
     interrupted = False
     for point in points:
         stored = plan.reused.get(point.folder)
         if stored is not None:
             print(f"mlpe-fast: r{point.concurrency} is complete already: skipped", file=out)
             rows.append(_row(point, stored))
+            summaries.append(stored)
             continue
         point_config, note = _point_config(config, point)
         if note:
             print(f"mlpe-fast: {note}", file=out)
         result = await measure(point_config, endpoints)
         rows.append(_row(point, result.summary))
+        summaries.append(result.summary)
         if result.state == "interrupted":
             interrupted = True
             break
@@ -724,6 +776,7 @@ async def run_sweep(
     root = Path(config.report_dir or ".")
     curve = {
         "x_metric": "e2e_avg_interactivity" if agentic else "tps_per_user",
+        **curve_facts(config, summaries),
         "points": rows,
     }
     (root / "pareto.json").write_text(json.dumps(curve, indent=2), encoding="utf-8")
