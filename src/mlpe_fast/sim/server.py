@@ -6,7 +6,9 @@ What it serves
 --------------
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming with
 ``"stream": true``, else one JSON body), ``GET /v1/models`` (the configured
-model) and ``GET /health``.  Any ``model`` in a request is accepted; the
+model) and ``GET /health``; ``POST /reset_prefix_cache`` (vLLM's) and
+``/flush_cache`` (SGLang's), counted, and ``POST /tokenize`` with a
+``--tokenizer`` (:mod:`mlpe_fast.sim.tokenize`).  Any ``model`` in a request is accepted; the
 configured name is echoed.  The output is ``max_completion_tokens`` /
 ``max_tokens`` tokens when the request sets one (``finish_reason``
 ``"length"``), else a draw from ``SimConfig.output_len`` (``"stop"``);
@@ -696,6 +698,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.max_output_tokens,
         help="largest max_tokens accepted (400 past it)",
     )
+    g.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        default=None,
+        help="serve POST /tokenize with this tokenizer (a directory holding tokenizer.json)",
+    )
+    g.add_argument(
+        "--tokenize-skew",
+        type=int,
+        default=0,
+        metavar="N",
+        help="/tokenize answers N ids more than the tokenizer gives (to test a client's check)",
+    )
     from .config import MAX_TOKENS_FIELDS
 
     g.add_argument(
@@ -922,6 +937,8 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         max_body=ns.max_body,
         max_output_tokens=ns.max_output_tokens,
         max_tokens_field=ns.max_tokens_field,
+        tokenizer=ns.tokenizer,
+        tokenize_skew=ns.tokenize_skew,
         oracle=oracle,
         replay=replay,
         http2=ns.http2,
