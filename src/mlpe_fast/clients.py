@@ -22,7 +22,7 @@ def client_for(
     config: RunConfig, endpoints: str | Sequence[str], *, turn_timeout_s: float | None = None
 ) -> AnyClient:
     """The client for ``endpoints`` (one URL, or several replicas), not yet
-    open, with the configuration's timeouts, limits and TLS settings.
+    open, with the configuration's headers, timeouts, limits and TLS settings.
 
     ``turn_timeout_s`` (agentic runs) caps the total timeout: a turn that
     takes longer fails (``TotalTimeout``) and ends its trajectory.
@@ -42,6 +42,7 @@ def client_for(
             Client(
                 url,
                 api_key=config.api_key,
+                headers=dict(config.headers),
                 connect_timeout=config.timeouts.connect_s,
                 idle_timeout=config.timeouts.idle_s,
                 total_timeout=total_s,

@@ -46,6 +46,11 @@ def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
         )
     if not config.tokenizer:
         changes["tokenizer"] = DEMO_TOKENIZER
+        # a synthetic dataset is built with the run's tokenizer: the demo's now
+        changes["datasets"] = tuple(
+            _with_tokenizer(spec, DEMO_TOKENIZER)
+            for spec in changes.get("datasets", config.datasets)
+        )
     if not config.model:
         changes["model"] = DEMO_MODEL
     agentic = config.load_pattern == "agentic_inference"
@@ -57,6 +62,17 @@ def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
     if "max_output_tokens" not in given:
         changes["max_output_tokens"] = DEMO_OUTPUT_TOKENS
     return msgspec.structs.replace(config, **changes)
+
+
+def _with_tokenizer(spec: DatasetSpec, tokenizer: str) -> DatasetSpec:
+    """``spec`` with its synthetic prompts built with ``tokenizer``
+    (``config/rules.py`` gave them the model's name, or none)."""
+    synthetic = spec.synthetic
+    if synthetic is None:
+        return spec
+    return msgspec.structs.replace(
+        spec, synthetic=msgspec.structs.replace(synthetic, tokenizer=tokenizer)
+    )
 
 
 @contextlib.contextmanager

@@ -40,13 +40,14 @@ class _Recorder(socketserver.StreamRequestHandler):
             fields = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:] if b":" in line)
             fields = {k.strip().lower(): v.strip() for k, v in fields.items()}
             self.rfile.read(int(fields.get(b"content-length", b"0")))
-            self.server.seen.append(fields.get(b"authorization"))  # type: ignore[attr-defined]
+            path = head.split(b" ", 2)[1]
+            self.server.seen.append((path, fields.get(b"authorization")))  # type: ignore[attr-defined]
             self.wfile.write(STREAM)
             self.wfile.flush()
 
 
 @pytest.fixture
-def endpoint() -> Iterator[tuple[str, list[bytes | None]]]:
+def endpoint() -> Iterator[tuple[str, list[tuple[bytes, bytes | None]]]]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recorder)
     server.daemon_threads = True
     server.seen = []  # type: ignore[attr-defined]
@@ -78,7 +79,7 @@ def _folder_text(folder: Path) -> str:
 
 @pytest.mark.parametrize("source", ["environment", "file", "flag"])
 def test_each_key_source_reaches_the_endpoint_and_no_file(
-    source: str, endpoint: tuple[str, list[bytes | None]], tmp_path: Path
+    source: str, endpoint: tuple[str, list[tuple[bytes, bytes | None]]], tmp_path: Path
 ) -> None:
     url, seen = endpoint
     key = f"sk-from-{source}"
@@ -97,7 +98,11 @@ def test_each_key_source_reaches_the_endpoint_and_no_file(
     assert done.returncode == 0, done.stderr
     # the base URL's /v1 is taken as the base, with a note
     assert "using the base URL" in done.stderr
-    assert seen == [f"Bearer {key}".encode()] * 3  # one per request
+    bearer = f"Bearer {key}".encode()
+    completions = [auth for path, auth in seen if path == b"/v1/chat/completions"]
+    assert completions == [bearer] * 3  # one per request
+    # and the calls before the load (the tokenizer check's /tokenize) carry it too
+    assert all(auth == bearer for _, auth in seen)
     assert key not in done.stdout + done.stderr
     assert key not in _folder_text(folder)
     assert "<redacted>" in (folder / "config.yaml").read_text(encoding="utf-8")

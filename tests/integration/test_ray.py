@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mlpe-fast[ray]')")
@@ -30,8 +31,12 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mlpe
 from mlpe_fast.cli import main  # noqa: E402
 from mlpe_fast.config import RunConfig  # noqa: E402
 from mlpe_fast.demo import simulated_endpoint  # noqa: E402
+from mlpe_fast.load.dataset import load_dataset, parse_dataset_arg  # noqa: E402
 from mlpe_fast.point import PointResult, run_point  # noqa: E402
 from mlpe_fast.scale.clock import NodeClock  # noqa: E402
+from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER  # noqa: E402
+from tests.integration.recording_sim import SCRIPT as RECORDING  # noqa: E402
+from tests.integration.recording_sim import read_requests  # noqa: E402
 from tests.integration.test_engines import SERVER, _issued  # noqa: E402
 from tests.integration.test_engines import _config as _local_config  # noqa: E402
 from tests.unit.test_summary import _checker_results  # noqa: E402
@@ -122,6 +127,29 @@ def test_two_nodes_issue_and_measure_what_one_engine_does(
     # The official checker reads the merged summary as one point's.
     checked = _checker_results(tmp_path / "two" / "performance" / "result_summary.json")
     assert [r for r in checked if r.severity.value == "error"] == []
+
+
+def test_ray_nodes_build_and_send_the_same_synthetic_prompts(
+    tmp_path: Path, cluster: Any, endpoint: str
+) -> None:
+    # Each actor builds the synthetic dataset itself, from the spec it is sent
+    # (docs/workloads.md): the same prompts as this process.
+    spec = parse_dataset_arg("synthetic:isl=uniform(20,40),osl=4,prefix=6,samples=40,seed=9")
+    assert spec.synthetic is not None
+    synthetic = msgspec.structs.replace(
+        spec.synthetic, tokenizer=DEMO_TOKENIZER, form="text", osl_cap=12
+    )
+    datasets = (msgspec.structs.replace(spec, synthetic=synthetic),)
+    changes: dict[str, Any] = {"datasets": datasets, "num_samples": 40}
+    with simulated_endpoint(SERVER, script=RECORDING) as url:  # what the actors sent
+        two = _run(_config(tmp_path, "two", cluster, headers=(("X-Test", "ray"),), **changes), url)
+        seen = read_requests(url, "ray")
+        bodies = [r["body"] for r in seen if r["path"] == "/v1/chat/completions"]
+    assert two.state == "complete" and two.failure is None, two.failure
+    assert two.stats.completed == len(bodies) == 40
+    # the salted user messages' own text: the prompts this process builds
+    sent = {b["messages"][-1]["content"].split("] ", 1)[1] for b in bodies}
+    assert sent == {sample.prompt for sample in load_dataset(datasets[0]).samples}
 
 
 def test_a_node_clock_offset_and_drift_are_found_and_change_nothing(

@@ -311,3 +311,19 @@ def test_an_unknown_dialect_is_a_client_config_error() -> None:
 
     with pytest.raises(ClientConfigError, match="dialect must be one of openai, sglang"):
         Client("http://127.0.0.1:1", dialect="tgi")
+
+
+def test_a_synthetic_dataset_goes_as_ids_to_generate(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Synthetic prompts are ids on /generate as on /v1/completions: exact
+    by construction, their ISL the number of ids sent."""
+    folder = tmp_path / "run"
+    before = sum(_generate_counts(endpoint).values())
+    argv = _run(endpoint, "synthetic:isl=12,osl=3,samples=6,seed=5", "--no-salt")
+    assert main([*argv, "--num-samples", "6", "--report-dir", str(folder)]) == 0, (
+        capsys.readouterr().err
+    )
+    assert sum(_generate_counts(endpoint).values()) == before + 6
+    summary = _summary(folder)
+    assert summary["input_sequence_lengths"]["total"] == 6 * 12

@@ -242,7 +242,8 @@ def test_warmup_requests_zero_disables() -> None:
             ["--api-type", "sglang", "--dataset", "prompts.jsonl"],
             "--dataset prompts: --api-type sglang sends token ids to /generate (input_ids, as the "
             "reference); a text dataset has none: give its ids column with "
-            "parser.input_tokens=COL, or use --api-type openai",
+            "parser.input_tokens=COL, encode it in Harmony with the gpt-oss tokenizer (--harmony, "
+            "docs/running.md), or use --api-type openai",
         ),
         (
             ["--endpoints", "http://h:30000/generate", "--model", "m"],

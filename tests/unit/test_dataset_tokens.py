@@ -181,7 +181,7 @@ def test_ids_on_the_chat_route_or_salted_without_placement_are_refused_when_bodi
     tmp_path: Path,
 ) -> None:
     data = loaded(write(tmp_path, "jsonl", rows()))
-    with pytest.raises(UsageError, match=r"add --api-type openai_completions$"):
+    with pytest.raises(UsageError, match=r"add --api-type openai_completions \(or sglang\)$"):
         build_body_templates(data, model="m", api_type="openai", salt=False)
     # where the salt goes is load/token_salt.py's to say (test_token_salt.py)
     with pytest.raises(ValueError, match=r"needs their token_salting"):

@@ -292,6 +292,35 @@ def test_minimal_curve_passes_the_checker_strictly(
     assert utilization[1] == pytest.approx(90 / 5100, rel=0.02)
 
 
+def test_mlpe_fast_s_request_settings_and_server_calls_pass_the_checker(
+    checker: None, runs: dict[int, PointFolder], system: SystemDescription, tmp_path: Path
+) -> None:
+    # What docs/workloads.md adds to a run folder -- config.yaml's synthetic
+    # dataset, headers, extra body, reset route, and server_calls.json beside
+    # it -- must not cost a curve its checker pass.
+    own = {
+        "header": ["X-Team:perf", "Authorization:Bearer sk-secret"],
+        "extra_body": '{"ignore_eos": true}',
+        "reset_prefix_cache": "vllm",
+        "tokenizer_check": "on",
+        "dataset": ["synthetic:isl=normal(1024,128),osl=128,prefix=64,samples=13368"],
+    }
+    curve = []
+    for concurrency, point in runs.items():
+        folder = _copy_run(runs, concurrency, tmp_path / "runs" / point.path.name)
+        config = _run_config(concurrency, offline=point.offline == "dedicated", **own)
+        write_config_yaml(folder / "config.yaml", config)
+        (folder / "server_calls.json").write_text('{"prefix_cache_reset": []}', encoding="utf-8")
+        curve.append(point_folder(folder, concurrency, point.region, point.offline))
+    submission = build_bundle(curve, system, tmp_path / "out")
+    outcome = run_checker(submission.parent, strict=True)
+    assert (outcome.errors, outcome.warnings) == ((), ()), outcome
+    written = (submission / "results" / "Example_8-GPU_server" / "llama3_1-8b" / "r64").iterdir()
+    assert "server_calls.json" not in {p.name for p in written}
+    bundled = next(submission.glob("results/*/*/r64/config.yaml")).read_text(encoding="utf-8")
+    assert "sk-secret" not in bundled and "synthetic:" in bundled
+
+
 # -- mutations (spec §7): each is rejected on its rule ------------------------------------
 
 

@@ -15,7 +15,9 @@ back into the same :class:`~mlpe_fast.config.RunConfig` (save the API key).
 
 Redacted: ``endpoint_config.api_key``, and in every URL the user-info part
 and query parameters whose names look secret (``api_key``, ``token``,
-``*_key``, ``*_token``, ``*secret*``, ...), as the reference does.
+``*_key``, ``*_token``, ``*secret*``, ...), as the reference does; so are
+the values of ``mlpe_fast.headers`` whose names look secret
+(``Authorization``, ``Cookie``, ``X-Api-Key``, ...).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import msgspec
 
 from .._version import __version__
 from ..config import REDACTED, RunConfig
+from ..load.dataset import DatasetSpec
 
 __all__ = ("config_to_yaml_dict", "redact_url", "write_config_yaml")
 
@@ -98,6 +101,9 @@ def config_to_yaml_dict(
 
     datasets: list[dict[str, Any]] = []
     for spec in config.datasets:
+        if spec.synthetic is not None:
+            datasets.append(_synthetic_entry(spec))
+            continue
         entry: dict[str, Any] = {"name": spec.display_name, "type": spec.type, "path": spec.path}
         if spec.format is not None:
             entry["format"] = spec.format
@@ -221,7 +227,40 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["min_streams_per_engine"] = config.min_streams_per_engine
     if config.ray is not None:
         out["mlpe_fast"]["ray"] = config.ray
+    if config.headers:
+        out["mlpe_fast"]["headers"] = {
+            name: REDACTED if _is_secret_header(name) else value for name, value in config.headers
+        }
+    if config.extra_body is not None:
+        out["mlpe_fast"]["extra_body"] = dict(config.extra_body)
+    if config.reset_prefix_cache is not None:
+        out["mlpe_fast"]["reset_prefix_cache"] = config.reset_prefix_cache
+    if config.tokenizer_check != "auto":
+        out["mlpe_fast"]["tokenizer_check"] = config.tokenizer_check
     return out
+
+
+def _synthetic_entry(spec: DatasetSpec) -> dict[str, Any]:
+    """A synthetic dataset's entry: its keys as given, with the seed the run
+    used (``load/synthetic_spec.py``), so the file builds the same prompts."""
+    synthetic = spec.synthetic
+    assert synthetic is not None
+    block: dict[str, Any] = {"isl": synthetic.isl.text, "osl": synthetic.osl.text}
+    if synthetic.prefix:
+        block["prefix"] = synthetic.prefix
+    block["samples"] = synthetic.samples
+    if synthetic.seed is not None:
+        block["seed"] = synthetic.seed
+    entry: dict[str, Any] = {"name": spec.display_name, "type": spec.type, "synthetic": block}
+    if spec.generation_override is not None:
+        entry["generation_config_override"] = spec.generation_override.as_dict()
+    return entry
+
+
+def _is_secret_header(name: str) -> bool:
+    """A header whose value is a credential (``Authorization``, ``Cookie``,
+    ``X-Api-Key``, ...): written redacted, as the API key is."""
+    return _is_secret_name(name) or name.strip().lower() in ("cookie", "proxy-authorization")
 
 
 def write_config_yaml(

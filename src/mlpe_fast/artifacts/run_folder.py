@@ -13,6 +13,8 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     ├── accuracy/accuracy_results.json    scored accuracy datasets (--mode acc|both)
     ├── steady_state.json                 the steady-state analysis (spec §1.4) and its
     │                                     point.yaml block (fixed-concurrency points)
+    ├── server_calls.json                 mlpe-fast's calls before the load: tokenizer
+    │                                     check, prefix-cache resets (when made)
     └── metrics/final_snapshot.json       the counters and series the summary came from
         metrics/.ready                    touched once final_snapshot.json is written
 
@@ -76,6 +78,7 @@ RUN_ENTRIES = (
     "analysis",
     "distributed",
     "swe_bench_runs",
+    "server_calls.json",
 )
 
 

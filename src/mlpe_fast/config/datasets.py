@@ -2,12 +2,15 @@
 parses them) or the YAML file's ``datasets:`` entries, read here with the
 reference's keys (``name, type, path, format, samples, parser.prompt,
 parser.system, parser.input_tokens, accuracy_config, agentic_inference,
-generation_config_override``)."""
+generation_config_override``), and mlpe-fast's ``synthetic:`` block of a
+dataset without a file (``load/synthetic_spec.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import msgspec
 
 from ..errors import UsageError
 from ..load.agentic import AgenticSettings
@@ -18,7 +21,9 @@ from ..load.dataset import (
     GenerationOverride,
     accuracy_config,
     parse_dataset_arg,
+    synthetic_dataset_spec,
 )
+from ..load.synthetic_spec import synthetic_from_yaml
 from .coerce import (
     any_integer,
     boolean,
@@ -45,7 +50,10 @@ _DATASET_KEYS = (
     "accuracy_config",
     "agentic_inference",
     "generation_config_override",
+    "synthetic",
 )
+# What a synthetic entry cannot have beside its ``synthetic:`` block.
+_NOT_SYNTHETIC = ("path", "format", "parser", "accuracy_config", "agentic_inference", "samples")
 # Keys of the reference's entries that configure its own machinery.
 _DATASET_IGNORED = ("eval_method",)
 _DATASET_UNSUPPORTED = {
@@ -96,6 +104,8 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         UsageError: naming ``where`` and the key at fault.
     """
     _check_keys(entry, where)
+    if entry.get("synthetic") is not None:
+        return _synthetic_entry(entry, where)
     path = entry.get("path")
     if not isinstance(path, str) or not path.strip():
         raise UsageError(f"{where}.path: a dataset needs a file path, got {path!r}")
@@ -134,6 +144,30 @@ def dataset_from_yaml(entry: Mapping[str, Any], where: str) -> DatasetSpec:
         agentic=agentic,
         generation_override=override,
     )
+
+
+def _synthetic_entry(entry: Mapping[str, Any], where: str) -> DatasetSpec:
+    """An entry with a ``synthetic:`` block (``load/synthetic_spec.py``): a
+    performance dataset without a file, sized by its block's ``samples``.
+
+    Raises:
+        UsageError: a key that only a file's entry has, an accuracy type,
+            or what the block's keys refuse.
+    """
+    for key in _NOT_SYNTHETIC:
+        if entry.get(key) is not None:
+            hint = " (in the synthetic block)" if key == "samples" else ""
+            raise UsageError(f"{where}.{key}: not for a synthetic dataset{hint}")
+    if entry.get("type") not in (None, "performance"):
+        raise UsageError(f"{where}.type: a synthetic dataset is a performance dataset")
+    name = entry.get("name")
+    if name is not None and not isinstance(name, str):
+        raise UsageError(f"{where}.name: expected a string, got {short(name)}")
+    spec = synthetic_dataset_spec(synthetic_from_yaml(entry["synthetic"], f"{where}.synthetic"))
+    override = generation_override(
+        entry.get("generation_config_override"), f"{where}.generation_config_override"
+    )
+    return msgspec.structs.replace(spec, name=name or "", generation_override=override)
 
 
 def generation_override(block: Any, where: str) -> GenerationOverride | None:

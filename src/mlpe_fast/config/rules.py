@@ -49,10 +49,12 @@ __all__ = (
     "agentic_requests",
     "agentic_run_limits",
     "api_key",
+    "authorization_said_once",
     "curve_or_point",
     "default_name",
     "derived_seeds",
     "durations_in_order",
+    "extra_body_said_once",
     "harmony_datasets",
     "load_pattern_of_the_test_type",
     "mode_of_the_test_type",
@@ -62,6 +64,7 @@ __all__ = (
     "poisson_needs_a_rate",
     "rate_curve_or_point",
     "route_matches_api_type",
+    "synthetic_datasets",
     "token_datasets",
     "unique_dataset_names",
     "warmup_from_yaml",
@@ -446,6 +449,40 @@ def agentic_offline(given: GivenSettings, values: Values) -> Values:
     return {"offline": "none"}
 
 
+def synthetic_datasets(given: GivenSettings, values: Values) -> Values:
+    """A synthetic dataset is built with the run's tokenizer and seed, as
+    ids on ``/v1/completions`` and SGLang's ``/generate`` (exact by
+    construction) or text on the chat route, its OSL capped by the run's
+    output cap (``load/synthetic.py``); an agentic run's dataset is
+    trajectories, never synthetic prompts."""
+    datasets: tuple[DatasetSpec, ...] = values["datasets"]
+    if not any(d.synthetic is not None for d in datasets):
+        return _NONE
+    if values["load_pattern"] == "agentic_inference":
+        where = given.where("load_pattern", "--load-pattern")
+        raise UsageError(
+            f"{where} agentic_inference: runs recorded trajectories, not a synthetic dataset"
+        )
+    tokenizer = values["tokenizer"] or values["model"] or None  # the demo's: demo_config
+    changed = []
+    for spec in datasets:
+        synthetic = spec.synthetic
+        if synthetic is not None:
+            override = spec.generation_override
+            cap = override.max_new_tokens if override is not None else None
+            synthetic = msgspec.structs.replace(
+                synthetic,
+                seed=values["seeds.sample_index"] if synthetic.seed is None else synthetic.seed,
+                tokenizer=tokenizer,
+                form="ids" if values["api_type"] in ("openai-completions", "sglang") else "text",
+                osl_cap=cap or values["max_output_tokens"],
+            )
+            synthetic.check(f"dataset {spec.display_name}")
+            spec = msgspec.structs.replace(spec, synthetic=synthetic, path=synthetic.text)
+        changed.append(spec)
+    return {"datasets": tuple(changed)}
+
+
 def harmony_datasets(given: GivenSettings, values: Values) -> Values:
     """Text prompts on ``/v1/completions`` and SGLang's ``/generate`` are
     encoded in gpt-oss's Harmony format and sent as ids, as the reference's
@@ -459,7 +496,11 @@ def harmony_datasets(given: GivenSettings, values: Values) -> Values:
     configuration."""
     mode = values["harmony"]
     datasets: tuple[DatasetSpec, ...] = values["datasets"]
-    text = [d for d in datasets if d.input_tokens_column is None and d.agentic is None]
+    text = [
+        d
+        for d in datasets
+        if d.input_tokens_column is None and d.agentic is None and d.synthetic is None
+    ]
     if mode == "off" or not text:
         return _NONE
     if values["api_type"] not in ("openai-completions", "sglang"):
@@ -556,6 +597,57 @@ def _sglang_sends_token_ids(datasets: tuple[DatasetSpec, ...], where: str) -> No
             )
 
 
+#: The sampling fields a setting gives (``Generation``), by body field name.
+_SAMPLING_FIELDS = (
+    "temperature",
+    "seed",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+
+
+def extra_body_said_once(given: GivenSettings, values: Values) -> Values:
+    """A field of ``--extra-body`` that a setting sends too (a sampling
+    field of ``model_params``, or of a dataset's
+    ``generation_config_override``) would be in the body twice: refused,
+    naming both (``config/request_extras.py``)."""
+    extra = values["extra_body"]
+    if not extra:
+        return _NONE
+    where = given.where("extra_body", "--extra-body")
+    for field in _SAMPLING_FIELDS:
+        if field not in extra:
+            continue
+        if values[f"generation.{field}"] is not None:
+            raise UsageError(f"{where}: {field!r} is model_params.{field} too; give it one way")
+        for spec in values["datasets"]:
+            override = spec.generation_override
+            if override is not None and getattr(override, field) is not None:
+                raise UsageError(
+                    f"{where}: {field!r} is dataset {spec.display_name}'s "
+                    f"generation_config_override.{field} too; give it one way"
+                )
+    return _NONE
+
+
+def authorization_said_once(given: GivenSettings, values: Values) -> Values:
+    """An ``Authorization`` header beside an API key (``--api-key``, its
+    file or ``$OPENAI_API_KEY``) would send two credentials."""
+    if values["api_key"] is None:
+        return _NONE
+    for name, _ in values["headers"]:
+        if name.lower() == "authorization":
+            where = given.where("headers", "--header")
+            raise UsageError(
+                f"{where}: {name} and an API key (--api-key, --api-key-file or "
+                f"${API_KEY_ENV}) are two credentials; give one"
+            )
+    return _NONE
+
+
 def default_name(given: GivenSettings, values: Values) -> Values:
     """Without a name, the benchmark is named as the reference derives it."""
     if values["name"]:
@@ -589,11 +681,14 @@ RULES: tuple[Rule, ...] = (
     durations_in_order,
     warmup_from_yaml,
     derived_seeds,
+    synthetic_datasets,
     agentic_datasets,
     harmony_datasets,
     token_datasets,
     agentic_run_limits,
     agentic_requests,
     agentic_offline,
+    extra_body_said_once,
+    authorization_said_once,
     default_name,
 )

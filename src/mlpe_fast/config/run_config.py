@@ -23,6 +23,7 @@ from .choices import (
     Streaming,
     TokenSaltPlacement,
 )
+from .request_extras import TokenizerCheck
 from .schema import default_of
 from .slo import Slo
 
@@ -195,6 +196,16 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             node.  None: on this machine.
         dry_run: print the plan (and a curve's warnings) and stop: no
             request, no file written (``--dry-run``; not a YAML setting).
+        headers: header fields of every request (``--header``; YAML
+            ``mlpe_fast.headers``), the calls before the load included.
+        extra_body: a JSON object merged into every request body
+            (``--extra-body``; YAML ``mlpe_fast.extra_body``); None: none.
+        reset_prefix_cache: the route POSTed to before each point to empty
+            the endpoint's prefix cache (``--reset-prefix-cache``; YAML
+            ``mlpe_fast.reset_prefix_cache``); None: no reset.
+        tokenizer_check: compare the client's prompt token counts with the
+            endpoint's ``/tokenize`` before the load: "auto" (when offered),
+            "on" (insist) or "off" (``--tokenizer-check``).
     """
 
     endpoints: tuple[str, ...] = default_of("endpoints")
@@ -244,6 +255,10 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     min_streams_per_engine: int = default_of("min_streams_per_engine")
     ray: str | None = default_of("ray")
     dry_run: bool = default_of("dry_run")
+    headers: tuple[tuple[str, str], ...] = default_of("headers")
+    extra_body: dict[str, Any] | None = default_of("extra_body")
+    reset_prefix_cache: str | None = default_of("reset_prefix_cache")
+    tokenizer_check: TokenizerCheck = default_of("tokenizer_check")
 
     @property
     def stream(self) -> bool:

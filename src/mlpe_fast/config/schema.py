@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from . import choices, coerce
+from . import choices, coerce, request_extras
 from .benchmark import SEED_SET_A_SAMPLE_INDEX, SEED_SET_A_SCHEDULER
 from .datasets import datasets
 from .endpoints import base_urls
@@ -141,6 +141,14 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.api_key_file",),
     ),
     Setting(
+        # config/request_extras.py: on every request, the load's and the calls before it
+        name="headers", default=(), convert=request_extras.headers,
+        flags=(Flag(name="--header", group="endpoint", kind="repeated", metavar="NAME:VALUE",
+                    help="a header field on every request (repeatable; not Host, "
+                    "Content-Type, Content-Length, ...)"),),
+        yaml_keys=("mlpe_fast.headers",),
+    ),
+    Setting(
         name="max_connections", convert=coerce.max_connections,
         flags=(Flag(name="--max-connections", group="endpoint", metavar="N",
                     help="at most N connections; more requests wait for one "
@@ -219,7 +227,10 @@ SETTINGS: tuple[Setting, ...] = (
         name="datasets", default=(), convert=datasets,
         flags=(Flag(name="--dataset", group="data", kind="repeated", metavar="SPEC",
                     help="[perf|acc:]PATH[,parser.prompt=COL][,parser.system=COL]"
-                    "[,format=jsonl|json|csv|parquet][,samples=N] (repeatable)"),),
+                    "[,format=jsonl|json|csv|parquet][,samples=N] (repeatable), or "
+                    "synthetic:isl=DIST,osl=DIST[,prefix=N][,samples=N][,seed=N]: random "
+                    "prompts of exact token counts (DIST: N, normal(MEAN,SD), uniform(MIN,MAX), "
+                    "hist(LEN:WEIGHT,...))"),),
         yaml_keys=("datasets",),
     ),
     Setting(
@@ -246,6 +257,24 @@ SETTINGS: tuple[Setting, ...] = (
                     help="send max_tokens beside max_completion_tokens (for servers that "
                     "honour only max_tokens)"),),
         yaml_keys=("mlpe_fast.send_max_tokens",),
+    ),
+    Setting(
+        # merged into every body after mlpe-fast's own fields (config/request_extras.py)
+        name="extra_body", convert=request_extras.extra_body,
+        flags=(Flag(name="--extra-body", group="data", metavar="JSON",
+                    help="a JSON object merged into every request body, e.g. "
+                    "'{\"ignore_eos\": true}' (not model, messages, prompt, stream, the "
+                    "output cap)"),),
+        yaml_keys=("mlpe_fast.extra_body",),
+    ),
+    Setting(
+        # point/tokenizer_check.py: before the load, never beside it
+        name="tokenizer_check", default="auto", convert=request_extras.tokenizer_check,
+        flags=(Flag(name="--tokenizer-check", group="data", metavar="WHEN",
+                    help="compare the client's token counts of a sample of prompts with the "
+                    "endpoint's /tokenize before the load: auto (default: when it offers "
+                    "one), on or off"),),
+        yaml_keys=("mlpe_fast.tokenizer_check",),
     ),
     # load -------------------------------------------------------------------------------
     Setting(
@@ -333,6 +362,15 @@ SETTINGS: tuple[Setting, ...] = (
         flags=(Flag(name="--warmup-drain", group="load", kind="on_off",
                     help="wait for warmup responses before measuring (default off)"),),
         yaml_keys=("settings.warmup.drain",),
+    ),
+    Setting(
+        # point/prefix_cache.py: before every point (a curve's each), before its warmup
+        name="reset_prefix_cache", convert=request_extras.reset_prefix_cache,
+        flags=(Flag(name="--reset-prefix-cache", group="load", metavar="SERVER",
+                    help="empty the endpoint's prefix cache before each point: vllm "
+                    "(POST /reset_prefix_cache), sglang (POST /flush_cache) or a /PATH "
+                    "to POST to"),),
+        yaml_keys=("mlpe_fast.reset_prefix_cache",),
     ),
     # limits and seeds -------------------------------------------------------------------
     Setting(

@@ -72,7 +72,8 @@ class RequestFraming:
             left out when it is the scheme's default).
         prefix: the URL's path prefix, prepended to every request path.
         api_key: sent as ``Authorization: Bearer <key>``.
-        headers: extra request header fields.
+        headers: extra request header fields, after the client's own; an
+            ``Accept`` or ``User-Agent`` among them replaces the client's.
     """
 
     def __init__(
@@ -92,14 +93,22 @@ class RequestFraming:
         self.scheme = scheme
         self.authority = authority
         self.prefix = prefix
+        given = [(name, value) for name, value in (headers or {}).items()]
+        # A given Accept or User-Agent replaces the client's own, rather
+        # than going out beside it.
+        named = {name.lower() for name, _ in given}
         fields = [
-            ("content-type", "application/json"),
-            ("accept", "text/event-stream, application/json"),
-            ("user-agent", "mlpe-fast"),
+            (name, value)
+            for name, value in (
+                ("content-type", "application/json"),
+                ("accept", "text/event-stream, application/json"),
+                ("user-agent", "mlpe-fast"),
+            )
+            if name not in named or name == "content-type"
         ]
         if api_key:
             fields.append(("authorization", f"Bearer {api_key}"))
-        fields += [(name, value) for name, value in (headers or {}).items()]
+        fields += given
         h1_fields = [f"Host: {authority}"] + [f"{_h1_name(n)}: {v}" for n, v in fields]
         self._h1_fields = ("\r\n".join(h1_fields) + "\r\nContent-Length: ").encode("latin-1")
         # RFC 9113 section 8.2.2: no connection-specific fields; names lowercase.

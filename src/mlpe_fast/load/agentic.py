@@ -408,8 +408,8 @@ def _string_or_none(value: Any) -> str | None:
 class AgenticBodies:
     """Request bodies of agentic turns (chat completions, streamed): the
     turn's messages verbatim, its tools, its output cap (else
-    ``max_output_tokens``), the run's sampling fields; ``model`` is the
-    run's unless the row names one.  The part after the messages is
+    ``max_output_tokens``), the run's sampling fields and ``--extra-body``;
+    ``model`` is the run's unless the row names one.  The part after the messages is
     encoded once per distinct (tools, cap, model)."""
 
     def __init__(
@@ -418,8 +418,10 @@ class AgenticBodies:
         model: str,
         max_output_tokens: int,
         sampling: Mapping[str, Any] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         self._model = model
+        self._extra_body = dict(extra_body or {})
         self._max_output_tokens = max_output_tokens
         self._sampling = {k: v for k, v in (sampling or {}).items() if v is not None}
         self._tails: dict[tuple[int, int, str], bytes] = {}
@@ -441,6 +443,7 @@ class AgenticBodies:
             rest["stream"] = True
             rest["stream_options"] = {"include_usage": True}
             rest.update({k: v for k, v in self._sampling.items() if k != "temperature"})
+            rest.update(self._extra_body)  # last: --extra-body (load/requests.py)
             tail = msgspec.json.encode(rest)[1:]  # without its opening brace
             self._tails[key] = tail
         head = b'{"model":' + msgspec.json.encode(model) + b',"messages":'

@@ -55,6 +55,11 @@ and ``num_repeats`` (the dataset is issued that many times).
 ``samples=N`` keeps the first N rows.  (The reference declares the field
 but applies it only in its audit mode; taking a prefix is the plain reading.)
 
+``synthetic:isl=DIST,osl=DIST[,prefix=N][,samples=N][,seed=N][,name=NAME]``
+is a dataset without a file: random prompts of exact token counts
+(:mod:`.synthetic_spec` for the syntax, :mod:`.synthetic` for how they are
+built).
+
 Every mistake raises :class:`mlpe_fast.errors.UsageError` with one line
 naming the file (and line or row) and what is wrong.
 """
@@ -73,6 +78,8 @@ import msgspec
 from ..errors import UsageError
 from .agentic import AgenticSettings
 from .harmony import HarmonyPrompts, harmony_encoder
+from .synthetic import synthetic_prompts
+from .synthetic_spec import SYNTHETIC_PREFIX, SyntheticSpec, parse_synthetic_arg
 
 __all__ = (
     "DATASET_FORMATS",
@@ -186,6 +193,9 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
         harmony: how its text prompts are encoded into Harmony token ids
             (``load/harmony.py``; set by the run's configuration,
             ``--harmony``); None: they are sent as text.
+        synthetic: a synthetic dataset's spec (``load/synthetic_spec.py``):
+            its samples are built, not read; ``path`` is then the spec's
+            text.
     """
 
     path: str
@@ -200,17 +210,26 @@ class DatasetSpec(msgspec.Struct, frozen=True, kw_only=True):
     agentic: AgenticSettings | None = None
     generation_override: GenerationOverride | None = None
     harmony: HarmonyPrompts | None = None
+    synthetic: SyntheticSpec | None = None
 
     @property
     def pre_tokenized(self) -> bool:
         """Whether the samples are token ids: read as such
-        (``parser.input_tokens``) or encoded from text (``harmony``)."""
-        return self.input_tokens_column is not None or self.harmony is not None
+        (``parser.input_tokens``), encoded from text (``harmony``) or built
+        as ids (a synthetic dataset on ``/v1/completions``)."""
+        return (
+            self.input_tokens_column is not None
+            or self.harmony is not None
+            or (self.synthetic is not None and self.synthetic.form == "ids")
+        )
 
     @property
     def display_name(self) -> str:
-        """``name``, or the file stem when unnamed."""
-        return self.name or Path(self.path).stem
+        """``name``, or the file stem when unnamed (``synthetic`` for a
+        synthetic dataset)."""
+        if self.name:
+            return self.name
+        return "synthetic" if self.synthetic is not None else Path(self.path).stem
 
 
 class Sample(msgspec.Struct, frozen=True, gc=False):
@@ -218,12 +237,15 @@ class Sample(msgspec.Struct, frozen=True, gc=False):
     or ``token_ids`` (a pre-tokenized prompt).
 
     Exactly one of ``prompt``, ``messages`` and ``token_ids`` is set.
+    ``output_tokens`` is the sample's own output cap (a synthetic sample's
+    OSL); None: the dataset's.
     """
 
     prompt: str | None = None
     system: str | None = None
     messages: tuple[dict[str, Any], ...] | None = None
     token_ids: tuple[int, ...] | None = None
+    output_tokens: int | None = None
 
 
 class Dataset(msgspec.Struct, frozen=True, gc=False):
@@ -256,6 +278,11 @@ def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
         UsageError: an option without ``=``, an unknown option, a bad
             ``format`` or ``samples`` value, or an empty path.
     """
+    tag, _, rest = text.strip().partition(":")
+    if text.strip().startswith(SYNTHETIC_PREFIX) or (
+        tag in ("perf", "acc") and rest.startswith(SYNTHETIC_PREFIX)
+    ):
+        return _synthetic_arg(text, flag)
     parts = text.split(",")
     path = parts[0].strip()
     dtype: DatasetType = "performance"
@@ -298,6 +325,27 @@ def parse_dataset_arg(text: str, flag: str = "--dataset") -> DatasetSpec:
         input_tokens_column=options.get("parser.input_tokens") or None,
         accuracy=accuracy,
     )
+
+
+def _synthetic_arg(text: str, flag: str) -> DatasetSpec:
+    """``[perf:]synthetic:KEY=VALUE,...`` (``load/synthetic_spec.py``).
+
+    Raises:
+        UsageError: an accuracy dataset (a synthetic one has no ground
+            truth), or what the synthetic syntax refuses.
+    """
+    origin = f"{flag} {text!r}"
+    body = text.strip()
+    if body.startswith("acc:"):
+        raise UsageError(f"{origin}: a synthetic dataset has no ground truth to score: drop acc:")
+    body = body.removeprefix("perf:").removeprefix(SYNTHETIC_PREFIX)
+    spec, name = parse_synthetic_arg(body, origin)
+    return synthetic_dataset_spec(spec, name)
+
+
+def synthetic_dataset_spec(synthetic: SyntheticSpec, name: str = "") -> DatasetSpec:
+    """The dataset spec of a synthetic dataset (``path``: the spec's text)."""
+    return DatasetSpec(path=synthetic.text, name=name, synthetic=synthetic)
 
 
 def _accuracy_options(
@@ -378,6 +426,8 @@ def load_dataset(spec: DatasetSpec) -> Dataset:
             or ambiguous column (listing the available ones), a non-string
             prompt, malformed ``messages``, or Parquet without pyarrow.
     """
+    if spec.synthetic is not None:
+        return _synthetic_dataset(spec, spec.synthetic)
     path = Path(spec.path)
     if not path.exists():
         raise UsageError(f"dataset file not found: {spec.path}")
@@ -412,6 +462,31 @@ def load_dataset(spec: DatasetSpec) -> Dataset:
         if SUBSET_COLUMN in columns:
             subsets = tuple(str(row.get(SUBSET_COLUMN, "")) for _, row in rows)
     return Dataset(spec=spec, columns=columns, samples=samples, ground_truth=truth, subsets=subsets)
+
+
+def _synthetic_dataset(spec: DatasetSpec, synthetic: SyntheticSpec) -> Dataset:
+    """A synthetic dataset's samples (``load/synthetic.py``): token ids, or
+    text with the shared prefix as the system prompt; each with its OSL as
+    its output cap."""
+    if synthetic.tokenizer is None or synthetic.seed is None or synthetic.form is None:
+        raise UsageError(
+            f"dataset {spec.path}: a synthetic dataset is built with a run's tokenizer, seed and "
+            "route (mlpe-fast run fills them in): give it to mlpe-fast run"
+        )
+    prompts = synthetic_prompts(synthetic)
+    samples: tuple[Sample, ...]
+    if synthetic.form == "ids":
+        samples = tuple(
+            Sample(token_ids=ids, output_tokens=n)
+            for ids, n in zip(prompts.ids, prompts.output_tokens, strict=True)
+        )
+    else:
+        system = prompts.prefix_text if prompts.prefix_ids else None
+        samples = tuple(
+            Sample(prompt=text, system=system, output_tokens=n)
+            for text, n in zip(prompts.texts, prompts.output_tokens, strict=True)
+        )
+    return Dataset(spec=spec, columns=(), samples=samples)
 
 
 def _ground_truth(

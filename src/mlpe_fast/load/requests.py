@@ -78,7 +78,12 @@ and ``completions_adapter.py``):
 
 A dataset's ``generation_config_override`` (``load/dataset.py``
 :class:`~mlpe_fast.load.dataset.GenerationOverride`) replaces the run's
-output cap and sampling settings in that dataset's bodies.
+output cap and sampling settings in that dataset's bodies.  The run's
+``--extra-body`` fields go last in every body (``ignore_eos``,
+``min_tokens``, a vendor's own); the fields mlpe-fast sets itself are
+refused when the run is configured (``config/request_extras.py``), so the
+only field both may write is a token body's ``skip_special_tokens``, which
+is then the user's.
 
 ``stream_options: {"include_usage": true}`` goes with every streamed
 request, so the server's token counts can cross-check ours (the reference
@@ -206,6 +211,7 @@ def build_body_templates(
     salt: bool = True,
     send_max_tokens: bool = False,
     token_salting: TokenSalting | None = None,
+    extra_body: Mapping[str, Any] | None = None,
 ) -> tuple[BodyTemplate, ...]:
     """Encodes every sample's body once.
 
@@ -215,7 +221,8 @@ def build_body_templates(
         api_type: "openai" (chat completions), "openai-completions" or
             "sglang" (``/generate``, pre-tokenized datasets only).
         stream: streamed responses (``stream``, ``stream_options``).
-        max_output_tokens: ``max_completion_tokens`` (chat) or ``max_tokens``.
+        max_output_tokens: ``max_completion_tokens`` (chat) or ``max_tokens``
+            (a sample's own ``output_tokens`` instead, where it has one).
         sampling: optional ``temperature``, ``seed``, ``top_p``, ``top_k``,
             ``repetition_penalty``, ``presence_penalty``,
             ``frequency_penalty``, ``chat_template_kwargs``; None values are
@@ -227,6 +234,9 @@ def build_body_templates(
         token_salting: where the salt goes in the samples of a
             pre-tokenized dataset (:func:`token_salting_for`); needed to
             salt one.
+        extra_body: fields merged into every body after its own
+            (``--extra-body``; the configuration has refused the fields
+            mlpe-fast owns, ``config/request_extras.py``).
 
     Raises:
         UsageError: a sample the API type cannot send, or cannot salt.
@@ -244,11 +254,12 @@ def build_body_templates(
         )
     templates: list[BodyTemplate] = []
     for index, sample in enumerate(dataset.samples):
+        # A synthetic sample carries its own cap, its OSL (load/synthetic.py).
+        cap = max_output_tokens if sample.output_tokens is None else sample.output_tokens
         if sample.token_ids is not None:
             build = _sglang_doc if api_type == "sglang" else _token_doc
-            doc = build(
-                model=model, stream=stream, max_output_tokens=max_output_tokens, extra=extra
-            )
+            doc = build(model=model, stream=stream, max_output_tokens=cap, extra=extra)
+            doc.update(extra_body or {})
             at = None if token_salting is None or not salt else token_salting.positions[index]
             templates.append(_encode_tokens(doc, sample.token_ids, at, token_salting))
             continue
@@ -257,7 +268,7 @@ def build_body_templates(
                 sample,
                 model=model,
                 stream=stream,
-                max_output_tokens=max_output_tokens,
+                max_output_tokens=cap,
                 extra=extra,
                 salt=salt,
                 send_max_tokens=send_max_tokens,
@@ -269,12 +280,13 @@ def build_body_templates(
                 sample,
                 model=model,
                 stream=stream,
-                max_output_tokens=max_output_tokens,
+                max_output_tokens=cap,
                 extra=extra,
                 salt=salt,
             )
         else:
             raise ValueError(f"unknown api_type {api_type!r}")
+        doc.update(extra_body or {})
         if salt and salted is None:
             raise UsageError(
                 f"dataset {dataset.spec.path}: sample {index} has no user message with "
@@ -309,6 +321,7 @@ def templates_for(
         salt=salt,
         send_max_tokens=config.send_max_tokens,
         token_salting=token_salting,
+        extra_body=config.extra_body,
     )
 
 

@@ -14,7 +14,8 @@ sent as ids, so its salt is sent as ids too:
   path's salted prompt.  :meth:`TokenSalt.check_seam` proves it per
   sample: the ids as sent decode to the sample's text with the salt text
   inserted at the seam, else the sample is refused.
-* **where** (``--token-salt user``, the default): right after the last
+* **where** (``--token-salt user``, the default; a synthetic dataset's
+  salt goes after its shared prefix instead, ``load/synthetic.py``): right after the last
   occurrence, in the sample's ids, of the ids that open the user turn.
   That marker comes from the model's chat template (the template beside
   the tokenizer): a system + user conversation with sentinel contents is
@@ -292,6 +293,9 @@ def token_salting(
         UsageError: one line naming the dataset, what is missing and the
             remedy (module docstring).
     """
+    synthetic = dataset.spec.synthetic
+    if synthetic is not None:
+        return _synthetic_salting(dataset, tokenizer_name, placement, synthetic.prefix)
     where = "after the user turn's header" if placement == "user" else "before the first id"
     remedy = TOKEN_SALT_REMEDY if placement == "user" else "add --no-salt"
     what = "Harmony ids" if dataset.spec.harmony is not None else "token ids (parser.input_tokens)"
@@ -320,3 +324,19 @@ def token_salting(
             )
         positions.append(at)
     return TokenSalting(token_salt, tuple(positions))
+
+
+def _synthetic_salting(
+    dataset: Dataset, tokenizer_name: str, placement: TokenSaltPlacement, prefix: int
+) -> TokenSalting:
+    """A synthetic dataset's salt (``load/synthetic.py``): right after the
+    shared prefix, the part every prompt shares (spec §2.5: between the
+    shared part and the query's own), or first with ``--token-salt start``.
+    Its prompts have no chat template to find a user header by, and need no
+    seam check: the salt's ids sit between two whole word tokens, which the
+    build verified re-encode as themselves."""
+    from ..metrics.tokens import load_tokenizer  # see token_salt_of
+
+    token_salt = TokenSalt(load_tokenizer(tokenizer_name), None, tokenizer_name)
+    at = prefix if placement == "user" else 0
+    return TokenSalting(token_salt, (at,) * len(dataset.samples))

@@ -41,6 +41,7 @@ class AgenticPerformance:
             model=config.model,
             max_output_tokens=config.max_output_tokens,
             sampling=config.generation.as_dict(),
+            extra_body=config.extra_body,
         )
         template_kwargs = config.generation.chat_template_kwargs
         tracked: list[bool] = []

@@ -219,9 +219,12 @@ def steady_state_lines(steady: SteadyState) -> str:
 def asked_output_tokens(config: RunConfig) -> int:
     """The output cap the performance phase's requests asked for: its
     dataset's ``generation_config_override.max_new_tokens`` where it has
-    one (gpt-oss: 10,240 for performance beside 32,768 for accuracy), else
-    the run's ``--max-output-tokens``."""
+    one (gpt-oss: 10,240 for performance beside 32,768 for accuracy), a
+    synthetic dataset's cap on its OSLs, else the run's ``--max-output-tokens``."""
     datasets = config.performance_datasets
+    synthetic = datasets[0].synthetic if datasets else None
+    if synthetic is not None and synthetic.osl_cap is not None:
+        return synthetic.osl_cap  # no sample's OSL is above it (load/synthetic_spec.py)
     override = datasets[0].generation_override if datasets else None
     if override is not None and override.max_new_tokens is not None:
         return override.max_new_tokens

@@ -3,7 +3,9 @@ on one exit stack while it runs.
 
 :func:`open_point` loads the datasets, tokenizer and chat template, checks
 that the endpoint answers and that an accuracy service can be used (a
-mistake found here costs nothing), plans the engines, then opens -- in this
+mistake found here costs nothing), compares the tokenizer with the
+endpoint's and empties its prefix cache where asked (the calls before the
+load, recorded in ``server_calls.json``), plans the engines, then opens -- in this
 order, closed in reverse whatever happens -- the Ray cluster, the run
 folder's writer, the token counter, the progress bar, the signal handlers,
 the client and the session (its start logged, the logs flushed every
@@ -36,6 +38,8 @@ from ..metrics.tokens import TokenCounter, load_tokenizer
 from ..report.progress import Progress
 from .engines import EnginePlan, engine_plan
 from .interrupt import Interrupt
+from .prefix_cache import reset_prefix_caches
+from .tokenizer_check import check_tokenizer
 from .writer import RunWriter
 
 __all__ = (
@@ -139,12 +143,14 @@ async def open_point(
                 _check_code_route(dataset)
             except LiveCodeBenchError as error:
                 raise UsageError(str(error)) from None
+    calls = await _server_calls(config, urls, inputs, err)
     async with contextlib.AsyncExitStack() as stack:
         plan = engine_plan(config, inputs.dataset, ray_clocks)
         if plan is not None:
             stack.callback(plan.close)
         writer = stack.enter_context(RunWriter(config, urls))
         writer.open(err)
+        writer.server_calls(calls)
         counter = TokenCounter(inputs.tokenizer, template=inputs.template, live=False)
         stack.callback(counter.close)
         bar = None
@@ -161,6 +167,24 @@ async def open_point(
         await stack.enter_async_context(client)
         await stack.enter_async_context(writer.session())
         yield Point(config, urls, inputs, plan, client, writer, counter, interrupt, bar)
+
+
+async def _server_calls(
+    config: RunConfig, urls: Sequence[str], inputs: PointInputs, err: TextIO | None
+) -> dict[str, Any]:
+    """The calls before the load, in this order: the tokenizer check
+    (``tokenizer_check.py``: its texts must not stay in the cache), then the
+    prefix caches emptied (``prefix_cache.py``); what they did, for the
+    run folder's ``server_calls.json``."""
+    datasets = [d for d in (inputs.dataset, *inputs.accuracy) if d is not None]
+    calls: dict[str, Any] = {}
+    check = await check_tokenizer(config, urls[0], datasets, inputs.tokenizer, err=err)
+    if check is not None:
+        calls["tokenizer_check"] = check
+    resets = await reset_prefix_caches(config, urls, err=err)
+    if resets:
+        calls["prefix_cache_reset"] = resets
+    return calls
 
 
 async def _check_reachable(client: AnyClient) -> None:

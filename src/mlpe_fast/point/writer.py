@@ -34,7 +34,10 @@ from ..scale.driver import write_engines_report
 from .figures import PointFigures
 from .measured import Measured
 
-__all__ = ("RunWriter",)
+__all__ = ("SERVER_CALLS", "RunWriter")
+
+#: The run folder's record of the calls before the load (``point/setup.py``).
+SERVER_CALLS = "server_calls.json"
 
 
 class RunWriter:
@@ -75,6 +78,12 @@ class RunWriter:
             self.warmup_events = EventsWriter(
                 self.folder.warmup_events, streaming=self.config.stream
             )
+
+    def server_calls(self, calls: dict[str, Any]) -> None:
+        """``server_calls.json``: what the calls before the load did (the
+        tokenizer check, the prefix-cache resets); nothing when none was made."""
+        if self.folder is not None and calls:
+            write_json(self.folder.path / SERVER_CALLS, calls, encoder="stdlib")
 
     def __enter__(self) -> RunWriter:
         return self

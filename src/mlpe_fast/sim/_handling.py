@@ -30,6 +30,7 @@ from .config import VOCAB
 from .faults import FaultPicker, FaultSpec
 from .oracle import MISS_CODE, request_prompt
 from .replay import MISS_CODE as REPLAY_MISS_CODE
+from .tokenize import FLUSH_CACHE_TEXT, TokenizeError, load_sim_tokenizer, tokenize
 
 __all__ = ("handle_request", "reply", "send_error")
 
@@ -176,6 +177,10 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/generate": ("POST",),
     "/v1/models": ("GET",),
     "/health": ("GET",),
+    # sim/tokenize.py: the calls a client makes before the load
+    "/reset_prefix_cache": ("POST",),
+    "/flush_cache": ("GET", "POST"),
+    "/tokenize": ("POST",),
 }
 
 
@@ -247,7 +252,7 @@ def handle_request(
             or later when the response waits behind another one).
     """
     allowed = _ROUTES.get(path)
-    if allowed is None:
+    if allowed is None or (path == "/tokenize" and state.config.tokenizer is None):
         send_error(state, out, 404, f"no route for {path}")
         return
     if method not in allowed:
@@ -277,6 +282,9 @@ def handle_request(
         return
     if path == "/health":
         reply(state, out, 200, b"")
+        return
+    if path in ("/reset_prefix_cache", "/flush_cache", "/tokenize"):
+        _side_route(state, out, path, body)
         return
     chat = path == "/v1/chat/completions"
     try:
@@ -313,6 +321,31 @@ def handle_request(
         if fault is not None and _fault_at_once(state, out, fault):
             return
     _start(state, out, gen, answer, recv_ns=recv_ns, base_ns=base_ns, fault=fault)
+
+
+def _side_route(state: ServerState, out: Responder, path: str, body: bytes) -> None:
+    """The routes beside the completions (:mod:`mlpe_fast.sim.tokenize`)."""
+    stats = state.stats
+    if path == "/tokenize":
+        tokenizer = load_sim_tokenizer(state.config.tokenizer or "")
+        try:
+            answer = tokenize(
+                tokenizer,
+                body,
+                skew=state.config.tokenize_skew,
+                max_model_len=state.config.max_output_tokens,
+            )
+        except TokenizeError as error:
+            send_error(state, out, 400, error.message, param=error.param)
+            return
+        stats.tokenize_requests += 1
+        reply(state, out, 200, answer)
+        return
+    stats.prefix_cache_resets += 1
+    if path == "/flush_cache":
+        reply(state, out, 200, FLUSH_CACHE_TEXT, content_type=b"text/plain; charset=utf-8")
+    else:
+        reply(state, out, 200, b"")
 
 
 def _replay(

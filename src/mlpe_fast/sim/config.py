@@ -138,6 +138,11 @@ class SimConfig:
             new text only, as SGLang started with
             ``--incremental-streaming-output`` does; by default every
             event carries the whole text so far (SGLang's default).
+        tokenizer: a directory holding ``tokenizer.json`` (or the file):
+            ``POST /tokenize`` is served with it (:mod:`mlpe_fast.sim.tokenize`);
+            None: no such route.
+        tokenize_skew: ``/tokenize`` answers this many ids more than the
+            tokenizer gives (a disagreement, on purpose).
     """
 
     host: str = "127.0.0.1"
@@ -174,6 +179,8 @@ class SimConfig:
     fault_slow_head_s: float = 1.0
     fault_event_bytes: int = 2 * _MIB
     incremental_streaming_output: bool = False
+    tokenizer: str | None = None
+    tokenize_skew: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -230,6 +237,12 @@ class SimConfig:
                 raise ValueError(f"{name} must be finite and >= 0, not {value}")
         if self.fault_event_bytes < 1:
             raise ValueError(f"fault_event_bytes must be >= 1, not {self.fault_event_bytes}")
+        if self.tokenize_skew < 0 or (self.tokenize_skew and self.tokenizer is None):
+            raise ValueError("tokenize_skew must be >= 0, and needs a tokenizer")
+        if self.tokenizer is not None:
+            from .tokenize import load_sim_tokenizer
+
+            load_sim_tokenizer(self.tokenizer)  # a bad one is a bad flag, before anything listens
 
 
 class SimStats:
@@ -259,6 +272,9 @@ class SimStats:
         h2_goaways: GOAWAYs sent by the GOAWAY fault.
         h2_client_resets: streams the client reset (RST_STREAM) before
             their response was complete.
+        prefix_cache_resets: ``/reset_prefix_cache`` and ``/flush_cache``
+            requests answered (:mod:`mlpe_fast.sim.tokenize`).
+        tokenize_requests: ``/tokenize`` requests answered.
         faults: requests each configured fault was applied to, by name
             (every configured name is present; ``as_dict`` lists them as
             ``fault:NAME``).  A faulted request counts in ``requests``; in
@@ -281,8 +297,10 @@ class SimStats:
         "late_ns_max",
         "late_ns_sum",
         "paced_writes",
+        "prefix_cache_resets",
         "requests",
         "responses",
+        "tokenize_requests",
         "tokens",
         "write_pauses",
         "writes",
@@ -306,6 +324,8 @@ class SimStats:
         self.h2_resets = 0
         self.h2_goaways = 0
         self.h2_client_resets = 0
+        self.prefix_cache_resets = 0
+        self.tokenize_requests = 0
         self.faults: dict[str, int] = {}
 
     def as_dict(self) -> dict[str, int]:

@@ -5,16 +5,19 @@ and stamps every event with its own send time.
 What it serves
 --------------
 ``POST /v1/chat/completions`` and ``POST /v1/completions`` (streaming with
-``"stream": true``, else one JSON body), SGLang's native ``POST /generate``
-(below), ``GET /v1/models`` (the configured model) and ``GET /health``.  Any
-``model`` in a request is accepted; the configured name is echoed.  The output
-is ``max_completion_tokens`` / ``max_tokens`` tokens when the request sets one
-(``finish_reason`` ``"length"``), else a draw from ``SimConfig.output_len``
-(``"stop"``); ``--max-tokens-field`` chooses which of the two fields are read
-(``max_tokens`` only: as llama-cpp-python, which ignores the other).  Every
-token is one character of :data:`VOCAB` (letters, digits, space), all in the
-character tokenizer's vocabulary, so a token count is a character count.
-Prompt tokens are counted the same way: the characters of the
+``"stream": true``, else one JSON body), ``GET /v1/models`` (the configured
+model) and ``GET /health``; ``POST /reset_prefix_cache`` (vLLM's) and
+``/flush_cache`` (SGLang's), counted, and ``POST /tokenize`` with a
+``--tokenizer`` (:mod:`mlpe_fast.sim.tokenize`), and SGLang's native ``POST /generate``
+(below).  Any ``model`` in a request is accepted; the
+configured name is echoed.  The output is ``max_completion_tokens`` /
+``max_tokens`` tokens when the request sets one (``finish_reason``
+``"length"``), else a draw from ``SimConfig.output_len`` (``"stop"``);
+``--max-tokens-field`` chooses which of the two fields are read
+(``max_tokens`` only: as llama-cpp-python, which ignores the other).
+Every token is one character of :data:`VOCAB` (letters, digits, space), all
+in the character tokenizer's vocabulary, so a token count is a character
+count.  Prompt tokens are counted the same way: the characters of the
 prompt, or of the messages' text content (no chat template).
 
 With an oracle (``--oracle``, :mod:`mlpe_fast.sim.oracle`) the text is
@@ -709,6 +712,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.max_output_tokens,
         help="largest max_tokens accepted (400 past it)",
     )
+    g.add_argument(
+        "--tokenizer",
+        metavar="DIR",
+        default=None,
+        help="serve POST /tokenize with this tokenizer (a directory holding tokenizer.json)",
+    )
+    g.add_argument(
+        "--tokenize-skew",
+        type=int,
+        default=0,
+        metavar="N",
+        help="/tokenize answers N ids more than the tokenizer gives (to test a client's check)",
+    )
     from .config import MAX_TOKENS_FIELDS
 
     g.add_argument(
@@ -942,6 +958,8 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         max_output_tokens=ns.max_output_tokens,
         max_tokens_field=ns.max_tokens_field,
         incremental_streaming_output=ns.incremental_streaming_output,
+        tokenizer=ns.tokenizer,
+        tokenize_skew=ns.tokenize_skew,
         oracle=oracle,
         replay=replay,
         http2=ns.http2,

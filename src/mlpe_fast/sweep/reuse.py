@@ -14,7 +14,8 @@ what is stored, key by key, except what does not change the numbers:
 
 * ``report_dir`` (the folder may have moved), ``name`` (a label), the
   mlpe-fast version, the API key (only ever stored redacted), the CA bundle
-  and ``insecure`` (how the endpoint's certificate is checked);
+  and ``insecure`` (how the endpoint's certificate is checked), and
+  ``--tokenizer-check`` (it asks before the load);
 * ``mlpe_fast.mode``: a point measured with ``both`` serves one that needs
   ``perf`` (its accuracy run is extra); one that needs an accuracy run it
   lacks is re-measured anyway (``runner._done``);
@@ -49,6 +50,7 @@ _IGNORED: frozenset[tuple[str, ...]] = frozenset(
         ("mlpe_fast", "ca_bundle"),
         ("endpoint_config", "api_key"),
         ("settings", "client", "insecure"),
+        ("mlpe_fast", "tokenizer_check"),
     }
 )
 _ENDPOINTS = ("endpoint_config", "endpoints")
@@ -78,6 +80,9 @@ _FLAGS: dict[tuple[str, ...], str] = {
     ("mlpe_fast", "token_salt"): "--token-salt",
     ("mlpe_fast", "timeouts"): "--timeout-*",
     ("mlpe_fast", "http2"): "--http2",
+    ("mlpe_fast", "headers"): "--header",
+    ("mlpe_fast", "extra_body"): "--extra-body",
+    ("mlpe_fast", "reset_prefix_cache"): "--reset-prefix-cache",
     ("mlpe_fast", "send_max_tokens"): "--send-max-tokens",
     ("mlpe_fast", "receive_stamps"): "--receive-stamps",
     ("mlpe_fast", "engines"): "--engines",
