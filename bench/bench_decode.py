@@ -1,6 +1,8 @@
 """Cost per SSE event of decoding a streamed response: HTTP/1.1 chunked
 framing + SSE + OpenAI delta extraction, for the compiled core, its
-pure-Python twin and a reference-style baseline, at four piece sizes.
+pure-Python twin and a reference-style baseline, at four piece sizes; and
+what the gap histogram (rule R12 of csrc/mlpe_response.h) adds per event
+to the compiled core, with it and without it in the same run.
 
 The input is the issue's worst case for a load generator: 1,000 events of
 one character of content each, every event an OpenAI chunk of about 150
@@ -9,6 +11,8 @@ bytes of JSON in its own HTTP chunk, then a finish chunk and ``[DONE]``.
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -74,3 +78,36 @@ def test_reference_style_baseline(bench: Callable[..., Any], piece: int) -> None
 
     decoder = bench(decode, events=ALL_EVENTS, slow=piece < 1500)
     assert decoder.complete and len(decoder.content) == EVENTS
+
+
+@pytest.mark.parametrize("piece", (1500, 65536), ids=lambda n: f"piece{n}")
+def test_gap_histogram_cost(piece: int) -> None:
+    """The compiled decoder with and without the gap histogram, alternately
+    (so that what else the machine does falls on both alike), ns per event
+    at the median of 300 decodes each, printed (run with ``-s``).  Each read
+    is a millisecond and a few ns after the one before, so the gaps spread
+    over the buckets of an octave as a real stream's do; the events of one
+    read share its stamp (gaps of 0)."""
+    mod = decoder_module("response", "c")
+    pieces = pieces_of(piece)
+
+    def decode(histogram: bool) -> Any:
+        decoder = mod.ResponseDecoder(gap_histogram=histogram)
+        feed = decoder.feed
+        for t, p in enumerate(pieces):
+            feed(p, t * 1_000_037)
+        return decoder.summary()
+
+    took: dict[bool, list[int]] = {True: [], False: []}
+    for round_ in range(300):
+        for histogram in (True, False) if round_ % 2 else (False, True):
+            start = time.perf_counter_ns()
+            summary = decode(histogram)
+            took[histogram].append(time.perf_counter_ns() - start)
+            assert summary.gaps.count == EVENTS - 1
+            assert (summary.gaps.buckets != b"") == histogram
+    on, off = (statistics.median(took[h]) / ALL_EVENTS for h in (True, False))
+    print(
+        f"\ngap histogram, {piece}-byte reads: {on:.1f} ns per event with it, {off:.1f} without"
+        f" ({on / off:.3f}x, {on - off:+.1f} ns)"
+    )

@@ -1,5 +1,5 @@
 /*
- * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R11).
+ * mlpe_response.c -- the response pipeline of mlpe_response.h (rules R1-R12).
  */
 #include "mlpe_response.h"
 
@@ -7,6 +7,9 @@ int mlpe_response_init(mlpe_response *r, const mlpe_response_limits *limits) {
     int rc;
     memset(r, 0, sizeof(*r));
     r->t_head = r->t_first = r->t_done = -1;
+    r->t_first_content = r->t_second = -1; /* R12 */
+    r->gaps.lo = MLPE_GAP_BUCKETS;         /* hi (0) < lo: no bucket counted */
+    r->gap_histogram = !(limits && limits->no_gap_histogram);
     r->first_chunk_error_t_ns = -1;
     r->max_body = (limits && limits->max_body) ? limits->max_body : MLPE_RESPONSE_DEFAULT_MAX_BODY;
     r->record_chunk_times = limits ? limits->record_chunk_times : 0;
@@ -146,6 +149,32 @@ static int push_chunk_time(mlpe_response *r, int64_t t_ns) {
     return MLPE_OK;
 }
 
+/* R12: one more gap, from the latest content-bearing event to this one at t_ns. */
+static void count_gap(mlpe_response *r, int64_t t_ns) {
+    mlpe_gaps *g = &r->gaps;
+    int64_t gap = t_ns - r->t_last_bearing;
+    if (gap <= 0) {
+        gap = 0;
+        g->zero++;
+    } else {
+        r->t_last_bearing = t_ns;
+    }
+    if (g->count == 0 || gap < g->min_ns)
+        g->min_ns = gap;
+    if (gap > g->max_ns)
+        g->max_ns = gap;
+    g->count++;
+    g->sum_ns += gap;
+    if (r->gap_histogram) {
+        uint32_t b = mlpe_gap_bucket((uint64_t)gap);
+        g->buckets[b]++;
+        if (b < g->lo)
+            g->lo = b;
+        if (b > g->hi)
+            g->hi = b;
+    }
+}
+
 /* R11: the length of the common prefix of a[0..n) and b[0..m). */
 static size_t common_prefix(const uint8_t *a, size_t n, const uint8_t *b, size_t m) {
     size_t i = 0, end = n < m ? n : m;
@@ -209,9 +238,15 @@ static unsigned apply_chunk(mlpe_response *r, const mlpe_oai_chunk *c, int64_t t
     r->content_events++;
     if (r->record_chunk_times && push_chunk_time(r, t_ns) != MLPE_OK)
         return fail(r, MLPE_E_NOMEM, 0);
-    if (r->t_first >= 0)
+    if (r->t_first_content < 0 && c->has_content && content.len) /* R12 */
+        r->t_first_content = t_ns;
+    if (r->t_first >= 0) {
+        if (r->t_second < 0)
+            r->t_second = t_ns;
+        count_gap(r, t_ns);
         return 0;
-    r->t_first = t_ns;
+    }
+    r->t_first = r->t_last_bearing = t_ns;
     r->content_first_len = r->content.len;
     r->reasoning_first_len = r->reasoning.len;
     for (i = 0; i < r->n_tools; i++) {

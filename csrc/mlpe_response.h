@@ -75,6 +75,33 @@
  *      body-byte positions, the limits, the summary -- is what the same head
  *      and body give over HTTP/1.1; R7 does not arise (the framing layer
  *      owns the connection).
+ *  R12. Latency detail beside R3 (mlpe-fast's own figures, not MLPerf's):
+ *      t_first_content is the stamp of the first event with non-empty
+ *      content -- not reasoning, not a tool call; under R11 the text it
+ *      adds -- and t_second the stamp of the second content-bearing event.
+ *      Every content-bearing event after the first adds one gap to gaps:
+ *      its stamp minus the latest stamp of the content-bearing events
+ *      before it, 0 when that is negative (stamps that went back, as a
+ *      kernel stamp's clock map can by its error bound).  count, sum_ns,
+ *      min_ns, max_ns are exact; zero counts the gaps of 0 (two events
+ *      completed by one input piece, i.e. one network read, share its
+ *      stamp); buckets is a histogram of fixed size, so that a response
+ *      of any length costs the same memory and each gap O(1):
+ *        - a gap v below MLPE_GAP_SUB (16) ns is bucket v, exact;
+ *        - a gap in [2^m, 2^(m+1)), 4 <= m < MLPE_GAP_MAX_LOG2, is in one
+ *          of MLPE_GAP_SUB equal buckets of that octave: bucket
+ *          MLPE_GAP_SUB * (m - 3) + (v >> (m - 4)) - MLPE_GAP_SUB, whose
+ *          lower bound is (16 + k) << (m - 4) for its k = v >> (m - 4) - 16
+ *          and whose width 2^(m - 4) is at most 1/16 of any gap in it;
+ *        - a gap of 2^MLPE_GAP_MAX_LOG2 ns (18.3 minutes) or more is
+ *          counted in the last bucket, whose upper end is then max_ns.
+ *      gaps.lo and gaps.hi are the lowest and the highest bucket counted
+ *      (hi < lo while there is none).  With limits.no_gap_histogram the
+ *      buckets stay empty; everything else of R12 is kept.  Limits: a
+ *      bucket counts up to 2^32 - 1 gaps; a response would need over 80 GB
+ *      of events to pass it (a content-bearing event is 20 bytes or more).
+ *      Stamps are taken to be CLOCK_MONOTONIC ns, 0 to 2^62, so that a gap
+ *      and the sum of a response's gaps fit in int64.
  *
  * Input modes
  * -----------
@@ -124,6 +151,38 @@ typedef enum mlpe_response_input {
     MLPE_INPUT_BODY = 2  /* R9: mlpe_response_set_head, _feed_body, _end_body */
 } mlpe_response_input;
 
+/* R12: the gap histogram's layout. */
+#define MLPE_GAP_SUB_BITS 4
+#define MLPE_GAP_SUB (1 << MLPE_GAP_SUB_BITS) /* buckets per power of two */
+#define MLPE_GAP_MAX_LOG2 40                  /* 2^40 ns and more: the last bucket */
+#define MLPE_GAP_BUCKETS (MLPE_GAP_SUB * (MLPE_GAP_MAX_LOG2 - MLPE_GAP_SUB_BITS + 1))
+
+/* R12: the bucket of a gap of v ns. */
+MLPE_INLINE uint32_t mlpe_gap_bucket(uint64_t v) {
+    int m;
+    if (v < MLPE_GAP_SUB)
+        return (uint32_t)v;
+#if defined(__GNUC__) || defined(__clang__)
+    m = 63 - __builtin_clzll(v);
+#else
+    for (m = 63; !(v >> m); m--)
+        ;
+#endif
+    if (m >= MLPE_GAP_MAX_LOG2)
+        return MLPE_GAP_BUCKETS - 1;
+    return (uint32_t)(MLPE_GAP_SUB * (m - MLPE_GAP_SUB_BITS + 1) +
+                      (int)(v >> (m - MLPE_GAP_SUB_BITS)) - MLPE_GAP_SUB);
+}
+
+/* R12: the gaps between a response's content-bearing events. */
+typedef struct mlpe_gaps {
+    uint64_t count;  /* content-bearing events after the first */
+    uint64_t zero;   /* gaps of 0 ns */
+    int64_t sum_ns, min_ns, max_ns; /* 0 while count is 0 */
+    uint32_t lo, hi; /* the buckets counted lie in [lo, hi]; hi < lo: none */
+    uint32_t buckets[MLPE_GAP_BUCKETS];
+} mlpe_gaps;
+
 typedef struct mlpe_tool_call {
     int32_t index;
     mlpe_buf id, type, name, arguments;
@@ -137,6 +196,7 @@ typedef struct mlpe_response_limits {
     size_t max_body;     /* 0: MLPE_RESPONSE_DEFAULT_MAX_BODY */
     int record_chunk_times; /* keep one stamp per content-bearing event */
     int dialect;         /* mlpe_dialect of the chunks (0: OpenAI; SGLang: R11) */
+    int no_gap_histogram; /* R12: leave gaps.buckets empty */
 } mlpe_response_limits;
 
 typedef struct mlpe_response {
@@ -148,6 +208,7 @@ typedef struct mlpe_response {
     int complete;                  /* the HTTP message is complete */
     int done_seen;                 /* "[DONE]" was received */
     int64_t t_head, t_first, t_done; /* -1 until reached */
+    int64_t t_first_content, t_second; /* R12, -1 until reached */
     uint64_t events;               /* SSE events dispatched, [DONE] included */
     uint64_t content_events;       /* content-bearing events (R3) */
     uint64_t events_after_done;
@@ -167,6 +228,7 @@ typedef struct mlpe_response {
     size_t n_tools;
     int64_t *chunk_times;          /* when record_chunk_times */
     size_t n_chunk_times;
+    mlpe_gaps gaps;                /* R12 */
     int error;                     /* terminal mlpe_err, 0 when none */
     uint64_t error_pos;            /* R8 */
 
@@ -178,6 +240,8 @@ typedef struct mlpe_response {
     /* --- private --- */
     size_t max_body;
     int record_chunk_times;
+    int gap_histogram;             /* R12: !limits.no_gap_histogram */
+    int64_t t_last_bearing;        /* R12: the latest stamp of a content-bearing event */
     int dialect;                   /* mlpe_dialect (R11) */
     size_t cap_tools, cap_chunk_times;
     uint64_t body_offset;          /* de-framed body bytes so far */

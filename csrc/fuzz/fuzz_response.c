@@ -10,7 +10,12 @@
  *    once each, in that order, and t_head / t_first set with the stamp of the
  *    call that returned them; t_done is the stamp of the call that saw
  *    "[DONE]" or completed the message (R4); chunk_times are non-decreasing
- *    and one per content-bearing event (R3);
+ *    and one per content-bearing event (R3); t_first_content and t_second
+ *    are set with the stamp of a call at or after t_first, t_second only
+ *    from the second content-bearing event on, and the gaps agree with the
+ *    events (one per content-bearing event after the first, min <= max <=
+ *    sum, the histogram's buckets within [lo, hi] summing to the count, or
+ *    empty under no_gap_histogram; R12);
  *  - ERROR is returned by the call that set error and by every later call,
  *    and error / error_pos never change afterwards (R8);
  *  - the summary holds valid UTF-8 text, *_first_len within the text, usage
@@ -75,6 +80,7 @@ static void resp_pick_config(resp_config *cfg, uint64_t bits) {
     }
     cfg->limits.record_chunk_times = (int)((bits >> 8) & 1);
     cfg->eof = (int)((bits >> 9) & 1);
+    cfg->limits.no_gap_histogram = (int)((bits >> 10) & 1);
 }
 
 /* ---- per-call checks ------------------------------------------------------ */
@@ -86,6 +92,37 @@ typedef struct resp_run {
     int64_t done_stamp;  /* stamp at which done_seen was first observed */
     size_t chunk_times;  /* chunk_times already checked */
 } resp_run;
+
+/* R12 after a call at stamp t (stamps never decrease here: T0 + k). */
+static void resp_check_r12(const mlpe_response *r, int64_t t, int no_histogram) {
+    const mlpe_gaps *g = &r->gaps;
+    uint64_t total = 0;
+    uint32_t i;
+    if (r->t_first_content >= 0)
+        FUZZ_CHECK(r->t_first >= 0 && r->t_first_content >= r->t_first &&
+                   r->t_first_content <= t);
+    FUZZ_CHECK((r->t_second >= 0) == (r->content_events >= 2));
+    if (r->t_second >= 0)
+        FUZZ_CHECK(r->t_second >= r->t_first && r->t_second <= t);
+    FUZZ_CHECK(g->count == (r->content_events ? r->content_events - 1 : 0));
+    FUZZ_CHECK(g->zero <= g->count && g->min_ns >= 0 && g->min_ns <= g->max_ns);
+    FUZZ_CHECK(g->sum_ns >= g->max_ns && (g->count > 0 || g->sum_ns == 0));
+    if (r->t_first >= 0)
+        FUZZ_CHECK(g->sum_ns <= t - r->t_first);
+    if (no_histogram || g->count == 0) {
+        FUZZ_CHECK(g->hi < g->lo);
+    } else {
+        FUZZ_CHECK(g->lo <= g->hi && g->hi < MLPE_GAP_BUCKETS);
+        FUZZ_CHECK(g->buckets[g->lo] != 0 && g->buckets[g->hi] != 0);
+        FUZZ_CHECK(g->lo == mlpe_gap_bucket((uint64_t)g->min_ns) &&
+                   g->hi == mlpe_gap_bucket((uint64_t)g->max_ns));
+    }
+    for (i = 0; i < MLPE_GAP_BUCKETS; i++) {
+        FUZZ_CHECK(g->buckets[i] == 0 || (i >= g->lo && i <= g->hi));
+        total += g->buckets[i];
+    }
+    FUZZ_CHECK(total == (no_histogram ? 0 : g->count));
+}
 
 static void resp_after_call(resp_run *run, unsigned flags, int64_t t) {
     mlpe_response *r = &run->r;
@@ -122,6 +159,7 @@ static void resp_after_call(resp_run *run, unsigned flags, int64_t t) {
         FUZZ_CHECK(r->t_done == t);
     else if (!r->complete)
         FUZZ_CHECK(r->t_done == -1);
+    resp_check_r12(r, t, run->cfg->limits.no_gap_histogram);
     if (run->cfg->limits.record_chunk_times) {
         FUZZ_CHECK(r->n_chunk_times == r->content_events);
         for (i = run->chunk_times; i < r->n_chunk_times; i++) {
@@ -203,6 +241,9 @@ static void resp_log(const mlpe_response *r, mlpe_buf *log) {
         fuzz_log_u64(log, tc->arguments_first_len);
     }
     fuzz_log_u64(log, r->n_chunk_times);
+    /* R12 without its stamps: which were reached, and how many gaps */
+    fuzz_log_u64(log, (uint64_t)(r->t_first_content >= 0) | (uint64_t)(r->t_second >= 0) << 1);
+    fuzz_log_u64(log, r->gaps.count);
     fuzz_log_u64(log, (uint64_t)r->error);
     fuzz_log_u64(log, r->error_pos);
 }

@@ -21,6 +21,7 @@ from .wire import (
     ResponseSummary,
     SSEDecoder,
     SSEEvent,
+    TokenGaps,
     ToolCall,
     ToolCallDelta,
 )
@@ -47,6 +48,7 @@ __all__ = (
     "ResponseHead",
     "ResponseSummary",
     "SSEEvent",
+    "TokenGaps",
     "ToolCall",
     "ToolCallDelta",
 )

@@ -28,7 +28,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlpe_fast.errors import ProtocolError
+from mlpe_fast.sim.stream import chat_chunk, http_response, sse_event, tool_call_fragment
 from mlpe_fast.wire.events import BodyData, ResponseComplete, ResponseHead
+from mlpe_fast.wire.gaps import unpack_buckets
 from tests.conftest import wire_module
 from tests.unit.test_h2_deframer import frame_sequence
 from tests.unit.test_h2_deframer import run_scenario as run_h2_scenario
@@ -497,3 +499,83 @@ def test_sglang_response_c_matches_python(
     py_trace, py_summary = response_run(py_mod.ResponseDecoder(dialect="sglang"), pieces, stamps)
     assert_same(c_trace, py_trace)
     assert c_summary == py_summary
+
+
+# --- OpenAI chat streams: the channels and the gaps (rule R12) ------------------------------
+
+CHAT_TEXT = st.text(st.sampled_from('ab é😀"\\'), max_size=2)
+
+
+def _chat(**fields: Any) -> bytes:
+    return chat_chunk(response_id="c", created=0, **fields)  # short: fed byte-wise too
+
+
+@st.composite
+def chat_stream(draw: st.DrawFn) -> bytes:
+    """A chat stream over HTTP/1.1 whose chunks bear content, reasoning, tool
+    calls, nothing (role, empty text, finish), or are broken; sometimes
+    corrupted by byte edits."""
+    payloads: list[bytes] = [_chat(role="assistant", content="")]
+    for _ in range(draw(st.integers(0, 6))):
+        kind = draw(st.sampled_from(["content", "content", "reasoning", "tool", "none", "bad"]))
+        text = draw(CHAT_TEXT)
+        if kind == "content":
+            payloads.append(_chat(content=text))
+        elif kind == "reasoning":
+            payloads.append(_chat(reasoning=text))
+        elif kind == "tool":
+            index = draw(st.integers(0, 1))
+            payloads.append(_chat(tool_calls=[tool_call_fragment(index, arguments=text)]))
+        elif kind == "none":
+            payloads.append(_chat(finish_reason="stop"))
+        else:
+            payloads.append(b'{"choices": [')
+    events = [sse_event(p, eol=draw(eol())) for p in [*payloads, b"[DONE]"]]
+    message = http_response(events, transfer=draw(st.sampled_from(["chunked", "length"])))
+    return corrupt(draw, message) if draw(st.integers(0, 4)) == 0 else message
+
+
+@st.composite
+def any_stamps(draw: st.DrawFn, n: int) -> list[int]:
+    """Stamps that repeat, go back (a clock map that moved), or jump by up to
+    2**45 ns, past the last bucket of the gap histogram."""
+    t = draw(st.integers(0, 2**40))
+    steps = draw(
+        st.lists(
+            st.sampled_from([0, 0, 1, 15, 16, 999, 123456, -3, 2**41, 2**45]),
+            min_size=1,
+            max_size=16,
+        )
+    )
+    stamps = []
+    for step in itertools.islice(itertools.cycle(steps), n):  # byte-wise pieces: many
+        t += step
+        stamps.append(t)
+    return stamps
+
+
+@SETTINGS
+@given(data=st.data())
+def test_chat_response_c_matches_python(
+    response_impls: tuple[ModuleType, ModuleType], data: st.DataObject
+) -> None:
+    """Milestones and summaries agree, R12's stamps and gap histogram included,
+    for stamps that repeat and go back as well as forward."""
+    c_mod, py_mod = response_impls
+    stream = data.draw(chat_stream(), label="stream")
+    pieces, _ = data.draw(split(stream), label="pieces")
+    stamps = data.draw(any_stamps(len(pieces)), label="stamps")
+    histogram = data.draw(st.booleans(), label="gap_histogram")
+    c_trace, c_summary = response_run(
+        c_mod.ResponseDecoder(gap_histogram=histogram), pieces, stamps
+    )
+    py_trace, py_summary = response_run(
+        py_mod.ResponseDecoder(gap_histogram=histogram), pieces, stamps
+    )
+    assert_same(c_trace, py_trace)
+    assert c_summary == py_summary
+    gaps = c_summary.gaps
+    if gaps is not None:
+        assert gaps.count == c_summary.content_events - 1
+        counts = [count for _, count in unpack_buckets(gaps.buckets)]
+        assert sum(counts) == (gaps.count if histogram else 0)

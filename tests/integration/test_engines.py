@@ -113,6 +113,10 @@ def test_two_engines_issue_and_measure_what_one_engine_does(
     summary = json.loads((tmp_path / "two" / "performance" / "result_summary.json").read_text())
     assert summary["complete"] is True and summary["n_samples_issued"] == 160
     assert summary["mlpe_fast"]["self_audit"]["engines"] == 2
+    # R12's stamps and gaps travel from the engines with their records
+    detail = summary["mlpe_fast"]["latency_detail"]
+    assert detail["ttfot_ns"]["count"] == detail["ttst_ns"]["count"] == 160
+    assert detail["itl_ns"]["count"] == 160 * 11 and detail["itl_ns"]["percentiles"] is not None
     # The official checker reads the merged summary as one point's.
     checked = _checker_results(tmp_path / "two" / "performance" / "result_summary.json")
     assert [r for r in checked if r.severity.value == "error"] == []

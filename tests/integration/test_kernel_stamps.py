@@ -97,9 +97,15 @@ def check_stamps(record: RequestRecord) -> None:
             assert t_first <= t_done, where
     else:
         assert record.t_done_read is None, where
+    second, content = record.response.t_second, record.response.t_first_content
+    for t in (second, content):  # R12's stamps: among the content-bearing events'
+        if t is not None:
+            assert t_first is not None and t_first <= t, where
     chunks = record.response.chunk_times
     if chunks:
         assert chunks[0] == t_first, where
+        assert second is None or second == chunks[1], where
+        assert content is None or content in chunks, where
         assert all(a <= b for a, b in itertools.pairwise(chunks)), where
         assert record.t_issue <= chunks[0], where
         last_read = record.t_done_read if record.t_done_read is not None else record.t_end
@@ -117,6 +123,7 @@ def without_stamps(record: RequestRecord) -> RequestRecord:
     if usage is not None:  # the endpoint's own clock readings
         usage = {k: v for k, v in usage.items() if not k.startswith("mlpe_")}
     chunks = response.chunk_times
+    gaps = response.gaps  # R12: their number is the stream's, their sizes the stamps'
     response = msgspec.structs.replace(
         response,
         t_head=None,
@@ -124,6 +131,11 @@ def without_stamps(record: RequestRecord) -> RequestRecord:
         t_done=None,
         usage=usage,
         chunk_times=None if chunks is None else (0,) * len(chunks),
+        t_first_content=None,
+        t_second=None,
+        gaps=None
+        if gaps is None
+        else msgspec.structs.replace(gaps, zero=0, sum_ns=0, min_ns=0, max_ns=0, buckets=b""),
     )
     return msgspec.structs.replace(
         record,

@@ -35,6 +35,7 @@ PUBLIC = {
     "ResponseHead",
     "ResponseSummary",
     "SSEEvent",
+    "TokenGaps",
     "ToolCall",
     "ToolCallDelta",
 }

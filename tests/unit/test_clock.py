@@ -18,7 +18,7 @@ from mlpe_fast.scale.clock import (
     map_record,
     probe_round,
 )
-from mlpe_fast.wire.events import NO_RESPONSE, ChunkError
+from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps
 
 
 def test_a_node_clock_and_its_inverse() -> None:
@@ -83,8 +83,17 @@ def test_a_silent_responder_is_a_timeout() -> None:
 
 def test_map_record_moves_every_stamp() -> None:
     error = ChunkError(code=401, detail="", data=b"x", t_ns=7)
+    gaps = TokenGaps(count=1, zero=0, sum_ns=1, min_ns=1, max_ns=1, buckets=b"")
     response = msgspec.structs.replace(
-        NO_RESPONSE, t_head=3, t_first=4, t_done=5, first_chunk_error=error, chunk_times=(4, 5)
+        NO_RESPONSE,
+        t_head=3,
+        t_first=4,
+        t_done=5,
+        first_chunk_error=error,
+        chunk_times=(4, 5),
+        t_first_content=5,
+        t_second=5,
+        gaps=gaps,
     )
     record = RequestRecord(
         0, "id", t_sched=1, t_issue=2, t_end=6, response=response, t_first_read=4, t_done_read=5
@@ -96,6 +105,8 @@ def test_map_record_moves_every_stamp() -> None:
     assert (r.t_head, r.t_first, r.t_done) == (1003, 1004, 1005)
     assert r.first_chunk_error is not None and r.first_chunk_error.t_ns == 1007
     assert r.chunk_times == (1004, 1005)
+    assert (r.t_first_content, r.t_second) == (1005, 1005)  # R12's stamps move too
+    assert r.gaps == gaps  # durations: unchanged
     assert moved.ttft_ns == record.ttft_ns and moved.sample_id == "id"
     bare = map_record(RequestRecord(0, "id", 1, 2, 6, NO_RESPONSE), lambda t: t * 2)
     assert bare.response == NO_RESPONSE and bare.t_end == 12 and bare.t_first_read is None

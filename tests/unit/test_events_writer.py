@@ -61,6 +61,9 @@ def summary(**fields: Any) -> ResponseSummary:
         "error_code": 0,
         "error_message": "",
         "chunk_times": None,
+        "t_first_content": None,
+        "t_second": None,
+        "gaps": None,
     }
     values.update(fields)
     return ResponseSummary(**{name: values[name] for name in ResponseSummary.__struct_fields__})

@@ -9,6 +9,8 @@ test, and a cross-check compares them directly.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -36,8 +38,10 @@ from mlpe_fast.wire.events import (
     ResponseComplete,
     ResponseHead,
     ResponseSummary,
+    TokenGaps,
     ToolCall,
 )
+from mlpe_fast.wire.gaps import bucket_of, pack_buckets
 from tests.conftest import IMPLS, wire_module
 
 USAGE = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
@@ -131,17 +135,37 @@ def feed_pieces(mod: ModuleType, pieces: list[bytes], **kwargs: Any) -> tuple[li
     return events, decoder
 
 
-def milestone_bytes(mod: ModuleType, data: bytes) -> dict[str, int]:
-    """The index of the byte completing each milestone, from a byte-by-byte run."""
-    decoder = mod.ResponseDecoder()
-    at: dict[str, int] = {}
+def milestone_bytes(mod: ModuleType, data: bytes) -> dict[str, Any]:
+    """The index of the byte completing each milestone, from a byte-by-byte
+    run (R12's stamps too, and ``chunk_times``: every content-bearing event's)."""
+    decoder = mod.ResponseDecoder(record_chunk_times=True)
+    at: dict[str, Any] = {}
     for i in range(len(data)):
         for event in decoder.feed(data[i : i + 1], i):
             at.setdefault(type(event).__name__, i)
     summary = decoder.summary()
-    if summary.t_done is not None:
-        at["t_done"] = summary.t_done
+    at["t_done"] = summary.t_done
+    at["t_first_content"] = summary.t_first_content
+    at["t_second"] = summary.t_second
+    at["chunk_times"] = summary.chunk_times
     return at
+
+
+def expected_gaps(stamps: Sequence[int]) -> TokenGaps | None:
+    """R12 by its definition: each content-bearing event's stamp minus the
+    latest before it, floored at 0, in exact figures and buckets."""
+    gaps = [max(0, t - max(stamps[:i])) for i, t in enumerate(stamps) if i]
+    if not gaps:
+        return None
+    counts = Counter(bucket_of(g) for g in gaps)
+    return TokenGaps(
+        count=len(gaps),
+        zero=gaps.count(0),
+        sum_ns=sum(gaps),
+        min_ns=min(gaps),
+        max_ns=max(gaps),
+        buckets=pack_buckets(sorted(counts.items())),
+    )
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
@@ -169,7 +193,19 @@ def test_every_split_gives_the_same_summary_and_exact_stamps(
         if reference.t_first is not None:
             assert summary.t_first == stamp(at["FirstToken"])
         assert summary.t_head == stamp(at["ResponseHead"])
-        timeless = {"t_head": 0, "t_first": 0, "t_done": 0, "first_chunk_error": None}
+        for field in ("t_first_content", "t_second"):  # R12
+            byte = at[field]
+            assert getattr(summary, field) == (None if byte is None else stamp(byte)), (k, field)
+        assert summary.gaps == expected_gaps([stamp(t) for t in at["chunk_times"]]), k
+        timeless = {
+            "t_head": 0,
+            "t_first": 0,
+            "t_done": 0,
+            "first_chunk_error": None,
+            "t_first_content": None,
+            "t_second": None,
+            "gaps": None,
+        }
         assert _replace(summary, **timeless) == _replace(reference, **timeless), k
 
 

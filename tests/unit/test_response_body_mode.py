@@ -217,7 +217,20 @@ def test_every_split_gives_the_same_summary_and_exact_stamps(
         if reference.t_first is not None:
             assert s.t_first == stamp(first_byte), k
         assert s.t_done == stamp(done_byte), k
-        timeless = {"t_first": 0, "t_done": 0, "first_chunk_error": None}
+        for field in ("t_first_content", "t_second"):  # R12
+            at = getattr(reference, field)
+            assert getattr(s, field) == (None if at is None else stamp(byte_of(at))), (k, field)
+        if s.gaps is not None:  # R12: two reads, so every gap but one is 0
+            assert reference.gaps is not None and s.gaps.count == reference.gaps.count
+            assert s.gaps.zero >= s.gaps.count - 1 and s.gaps.max_ns <= 2
+        timeless = {
+            "t_first": 0,
+            "t_done": 0,
+            "first_chunk_error": None,
+            "t_first_content": None,
+            "t_second": None,
+            "gaps": None,
+        }
         assert replace(s, **timeless) == replace(reference, **timeless), k
 
 

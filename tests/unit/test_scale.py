@@ -12,6 +12,7 @@ import pytest
 
 from mlpe_fast.config import RunConfig
 from mlpe_fast.engine.audit import ClientTotals
+from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.load.dataset import DatasetSpec, load_dataset
 from mlpe_fast.load.requests import RequestFeed, build_body_templates, prompt_of, shuffled_order
 from mlpe_fast.load.salt import Salter
@@ -31,6 +32,7 @@ from mlpe_fast.scale.messages import (
 )
 from mlpe_fast.scale.ray_cluster import verdict
 from mlpe_fast.scale.split import engines_for, lease_block, split_concurrency, usable_cores
+from mlpe_fast.wire.events import NO_RESPONSE, TokenGaps
 from tests.data_files import DUMMY_1K
 
 # The split ------------------------------------------------------------------------
@@ -212,6 +214,17 @@ def test_messages_round_trip() -> None:
         assert decode_for_driver(encode(reply)) == reply
     with pytest.raises(msgspec.ValidationError):
         decode_for_engine(encode(Ask(1)))  # an engine's message is not the driver's
+
+
+def test_a_batch_carries_the_latency_detail_of_its_records() -> None:
+    gaps = TokenGaps(count=2, zero=1, sum_ns=900, min_ns=0, max_ns=900, buckets=b"\0" * 16)
+    response = msgspec.structs.replace(
+        NO_RESPONSE, t_first=10, t_first_content=40, t_second=10, gaps=gaps
+    )
+    record = RequestRecord(3, "s3", t_sched=1, t_issue=2, t_end=99, response=response)
+    batch = decode_for_driver(encode(Batch([7], [record], 1, 0)))
+    assert isinstance(batch, Batch) and batch.records == [record]
+    assert batch.records[0].ttfot_ns == 38 and batch.records[0].response.gaps == gaps
 
 
 # The verdict of a point on a Ray cluster -------------------------------------------

@@ -387,7 +387,15 @@ def test_body_mode_gives_the_wire_s_summary(response: ModuleType) -> None:
             decoder.feed_body(payload[k : k + 5], 2)
         decoder.end_body(3)
         wire = summary_of(response, data)
-        timeless = {"t_head": 0, "t_first": 0, "t_done": 0, "keep_alive": False}
+        timeless = {
+            "t_head": 0,
+            "t_first": 0,
+            "t_done": 0,
+            "keep_alive": False,
+            "t_first_content": None,
+            "t_second": None,
+        }
+        # every event in one stamp both ways: the same gaps (all 0, R12)
         assert _replace(decoder.summary(), **timeless) == _replace(wire, **timeless)
     decoder = response.ResponseDecoder(dialect="sglang")
     decoder.set_head(200, [(b"content-type", b"text/event-stream")], 1)
@@ -415,9 +423,22 @@ def _replace(summary: ResponseSummary, **fields: Any) -> ResponseSummary:
 def test_every_split_gives_the_same_summary(response: ModuleType, name: str) -> None:
     data = FIXTURES[name]
     reference = summary_of(response, data)
-    timeless = {"t_head": 0, "t_first": 0, "t_done": 0, "first_chunk_error": None}
+    # R12's stamps and gaps follow the split (exact ones: test_response.py)
+    timeless = {
+        "t_head": 0,
+        "t_first": 0,
+        "t_done": 0,
+        "first_chunk_error": None,
+        "t_first_content": None,
+        "t_second": None,
+        "gaps": None,
+    }
     for k in range(1, len(data)):
         summary = feed_pieces(response, [data[:k], data[k:]])[1].summary()
+        gaps, expected = summary.gaps, reference.gaps
+        assert (gaps is None) == (expected is None) and (
+            gaps is None or gaps.count == expected.count
+        )
         assert _replace(summary, **timeless) == _replace(reference, **timeless), k
 
 

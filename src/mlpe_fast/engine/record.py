@@ -13,7 +13,13 @@ compiled core is in use), with the meanings of ``docs/architecture.md``:
   the head, the first content-bearing event and the ``[DONE]`` event (or the
   end of the body);
 * ``t_end``: the read that completed the HTTP message (its arrival stamp
-  with kernel stamps, below), or the moment the request failed.
+  with kernel stamps, below), or the moment the request failed;
+* latency detail (rule R12 of ``csrc/mlpe_response.h``, not MLPerf
+  metrics): ``response.t_first_content`` the read that completed the first
+  event with non-empty ``content`` (after any reasoning or tool call),
+  ``response.t_second`` the second content-bearing event, and
+  ``response.gaps`` the gaps between content-bearing events, as a
+  fixed-size histogram (the record keeps no stamp per event).
 
 On Linux, cleartext reads (HTTP/1.1, h2c) carry the kernel's arrival stamps
 (``kernel_stamps``): ``t_first`` and ``t_done`` are then when the data that
@@ -86,10 +92,34 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
         return self.response.t_done
 
     @property
+    def t_first_content(self) -> int | None:
+        return self.response.t_first_content
+
+    @property
+    def t_second(self) -> int | None:
+        return self.response.t_second
+
+    @property
     def ttft_ns(self) -> int | None:
         """Time to first token: ``t_first - t_issue`` (spec section 1.1)."""
         t_first = self.response.t_first
         return None if t_first is None else t_first - self.t_issue
+
+    @property
+    def ttfot_ns(self) -> int | None:
+        """Time to first output token, ``t_first_content - t_issue``: to the
+        first ``content`` text, after any reasoning or tool call (AIPerf's
+        and GuideLLM's TTFO(T); not an MLPerf metric)."""
+        t = self.response.t_first_content
+        return None if t is None else t - self.t_issue
+
+    @property
+    def ttst_ns(self) -> int | None:
+        """Time to second token, ``t_second - t_first``: from the first
+        content-bearing event to the second, as AIPerf defines it (not an
+        MLPerf metric)."""
+        first, second = self.response.t_first, self.response.t_second
+        return None if first is None or second is None else second - first
 
     @property
     def latency_ns(self) -> int:

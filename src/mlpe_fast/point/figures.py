@@ -28,10 +28,12 @@ from ..engine.replicas import endpoint_shares
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
 from ..metrics.goodput import Goodput, goodput_of
+from ..metrics.latency_detail import LatencyDetail, latency_detail
 from ..metrics.stats import PointStats, point_stats
 from ..metrics.steady_state import PointQueries, SteadyState, detect_steady_state
 from ..metrics.tokens import TokenCounts
 from ..metrics.usage_check import usage_cross_check
+from ..report.latency_detail import latency_detail_lines
 from ..report.table import render
 from ..scale.driver import audit_engines
 from .measured import Measured
@@ -114,6 +116,7 @@ def point_figures(
     agentic = {} if tracked is None else agentic_summary_fields(records, counts, tracked)
     shares = endpoint_shares(kept, endpoints)
     good = None if config.goodput is None else goodput_of(stats, kept_counts.osl, config.goodput)
+    detail = latency_detail(kept, stats.raw.tracked_ok) if config.stream else None
     summary = result_summary(
         snapshot,
         run_config=_run_config(config),
@@ -124,12 +127,12 @@ def point_figures(
         git_sha=None,
         extra={
             **agentic,
-            **_own_keys(records, counts, stats, audit, shares, answers, steady, good),
+            **_own_keys(records, counts, stats, audit, shares, answers, steady, good, detail),
         },
         test_started_at=measured.tracking_started_at,
     )
     table, report = _texts(
-        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady, good
+        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady, good, detail
     )
     return PointFigures(
         state=state,
@@ -167,19 +170,32 @@ def _texts(
     entries: Sequence[dict[str, Any]],
     steady: SteadyState | None,
     good: Goodput | None,
+    detail: LatencyDetail | None,
 ) -> tuple[str, str]:
     """The terminal table and ``report.txt``; an accuracy run's are its
     accuracy lines alone.  ``replicas``: several endpoints, whose shares
     the table shows.  After the summary: an agentic point's gate reads its
-    full-run OSL."""
+    full-run OSL.  ``detail``: a streaming point's latency detail, after
+    the table's latency figures and after the report's breakdowns."""
     accuracy = accuracy_lines(config, entries, summary)
     if config.mode == "acc":
         table = f"mlpe-fast accuracy: {title(config)}\n" + accuracy
         return table, table
     warnings = answers.warnings()
     shares = summary["mlpe_fast"]["endpoints"] if replicas else ()
-    table = render(stats, audit.as_rows(), title=title(config), warnings=warnings, endpoints=shares)
-    report = report_text(summary, title=title(config)) + warnings_text(warnings)
+    detail_lines = [] if detail is None else latency_detail_lines(detail)
+    table = render(
+        stats,
+        audit.as_rows(),
+        title=title(config),
+        warnings=warnings,
+        endpoints=shares,
+        latency_detail=detail_lines,
+    )
+    report = report_text(summary, title=title(config))
+    if detail_lines:  # before the warnings, which end the report's own part
+        report += "\n" + "\n".join(detail_lines) + "\n"
+    report += warnings_text(warnings)
     window = "" if steady is None else steady_state_lines(steady)
     if good is not None:
         window += "\n" + good.line()
@@ -367,6 +383,7 @@ def _own_keys(
     answers: AnswerChecks,
     steady: SteadyState | None,
     good: Goodput | None,
+    detail: LatencyDetail | None,
 ) -> dict[str, Any]:
     """mlpe-fast's own summary keys, after the reference's; ``shares``:
     each endpoint's part of the measured requests (the same ones as the
@@ -388,6 +405,7 @@ def _own_keys(
             "answers": answers.as_dict(),
             "steady_state": None if steady is None else steady.headline(),
             **({} if good is None else {"goodput": good.as_summary()}),
+            **({} if detail is None else {"latency_detail": detail.as_summary()}),
         },
     }
 

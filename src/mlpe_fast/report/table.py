@@ -190,6 +190,7 @@ def render(
     title: str | None = None,
     warnings: Sequence[str] = (),
     endpoints: Sequence[Mapping[str, object]] = (),
+    latency_detail: Sequence[str] = (),
 ) -> str:
     """The final table of a point, as text ending with a newline.
 
@@ -202,7 +203,9 @@ def render(
     ``Audit.as_rows()`` can be passed as is).  ``warnings`` (about the
     answers, ``metrics/answers.py``) follow the request counts, one line
     each; ``endpoints`` (several replicas) gives each endpoint's share, as
-    ``{"url", "issued", "completed", "failed"}``.
+    ``{"url", "issued", "completed", "failed"}``; ``latency_detail``: the
+    lines of the latency detail block (``report/latency_detail.py``), shown
+    after the latency table.
     """
     lines = [f"mlpe-fast results{': ' + title if title else ''}"]
     rows = _requests(stats)
@@ -211,6 +214,8 @@ def render(
     lines += _rows(rows)
     lines.append("")
     lines += _latency_table(stats)
+    if latency_detail:
+        lines += ["", *latency_detail]
     lines.append("")
     lines += _rows(_throughput(stats))
     if audit:

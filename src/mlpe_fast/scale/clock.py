@@ -226,7 +226,12 @@ class ClockFit(msgspec.Struct, frozen=True):
 
 
 def map_record(record: RequestRecord, to: Callable[[int], int]) -> RequestRecord:
-    """``record`` with every stamp ``t`` replaced by ``to(t)``."""
+    """``record`` with every stamp ``t`` replaced by ``to(t)``.
+
+    ``response.gaps`` holds durations, not stamps, and stays as it is: a
+    clock fit's drift (parts per million) moves a gap by far less than the
+    histogram's resolution (``wire/gaps.py``).
+    """
     response = record.response
     error = response.first_chunk_error
 
@@ -245,6 +250,8 @@ def map_record(record: RequestRecord, to: Callable[[int], int]) -> RequestRecord
             t_head=opt(response.t_head),
             t_first=opt(response.t_first),
             t_done=opt(response.t_done),
+            t_first_content=opt(response.t_first_content),
+            t_second=opt(response.t_second),
             first_chunk_error=(
                 None if error is None else msgspec.structs.replace(error, t_ns=to(error.t_ns))
             ),

@@ -20,6 +20,7 @@ from .events import (
     ResponseHead,
     ResponseSummary,
     SSEEvent,
+    TokenGaps,
     ToolCall,
     ToolCallDelta,
 )
@@ -37,6 +38,7 @@ __all__ = (
     "ResponseSummary",
     "SSEDecoder",
     "SSEEvent",
+    "TokenGaps",
     "ToolCall",
     "ToolCallDelta",
 )

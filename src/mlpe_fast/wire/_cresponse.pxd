@@ -35,6 +35,15 @@ cdef extern from "mlpe_response.h" nogil:
         mlpe_buf fields
         uint64_t offset
 
+    enum:
+        MLPE_GAP_BUCKETS
+
+    ctypedef struct mlpe_gaps:
+        uint64_t count, zero
+        int64_t sum_ns, min_ns, max_ns
+        uint32_t lo, hi
+        uint32_t buckets[MLPE_GAP_BUCKETS]
+
     ctypedef struct mlpe_tool_call:
         int32_t index
         mlpe_buf id, type, name, arguments
@@ -46,6 +55,7 @@ cdef extern from "mlpe_response.h" nogil:
         size_t max_body
         int record_chunk_times
         int dialect
+        int no_gap_histogram
 
     ctypedef struct mlpe_response:
         int input_mode
@@ -55,6 +65,7 @@ cdef extern from "mlpe_response.h" nogil:
         int complete
         int done_seen
         int64_t t_head, t_first, t_done
+        int64_t t_first_content, t_second
         uint64_t events, content_events, events_after_done, chunk_errors
         int first_chunk_error
         int64_t first_chunk_error_t_ns
@@ -69,6 +80,7 @@ cdef extern from "mlpe_response.h" nogil:
         size_t n_tools
         int64_t *chunk_times
         size_t n_chunk_times
+        mlpe_gaps gaps
         int error
         uint64_t error_pos
         mlpe_h1_parser h1

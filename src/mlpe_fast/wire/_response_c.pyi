@@ -15,6 +15,7 @@ class ResponseDecoder:
         max_event: int = ...,
         max_body: int = ...,
         record_chunk_times: bool = ...,
+        gap_histogram: bool = ...,
         dialect: str = ...,
     ) -> None: ...
     def feed(

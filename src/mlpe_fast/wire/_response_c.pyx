@@ -14,7 +14,7 @@ standalone bindings (``_h1_c``, ``_sse_c``, ``_oai_c``): see
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t
 from libc.string cimport memset
 
 from ._cresponse cimport *
@@ -28,6 +28,7 @@ from .events import (
     ResponseComplete,
     ResponseHead,
     ResponseSummary,
+    TokenGaps,
     ToolCall,
 )
 
@@ -39,6 +40,7 @@ cdef object _ResponseComplete = ResponseComplete
 cdef object _ResponseSummary = ResponseSummary
 cdef object _ToolCall = ToolCall
 cdef object _ChunkError = ChunkError
+cdef object _TokenGaps = TokenGaps
 cdef int _HTTP_STATUS = ErrorCode.HTTP_STATUS
 
 
@@ -65,6 +67,34 @@ cdef tuple _fields(mlpe_h1_parser *p, mlpe_h1_field *fields, size_t n):
     ])
 
 
+cdef inline void _put_u32(char *at, uint32_t v) noexcept:
+    # little-endian whatever the host (TokenGaps.buckets)
+    at[0] = <char>(v & 0xFF)
+    at[1] = <char>((v >> 8) & 0xFF)
+    at[2] = <char>((v >> 16) & 0xFF)
+    at[3] = <char>((v >> 24) & 0xFF)
+
+
+cdef object _gaps(mlpe_gaps *g):
+    """R12: TokenGaps of a response, None without a gap."""
+    cdef uint32_t i
+    cdef Py_ssize_t n = 0
+    cdef bytes packed
+    cdef char *out
+    if g.count == 0:
+        return None
+    for i in range(g.lo, g.hi + 1):  # empty when hi < lo (no histogram)
+        n += g.buckets[i] != 0
+    packed = PyBytes_FromStringAndSize(NULL, n * 8)
+    out = PyBytes_AS_STRING(packed)
+    for i in range(g.lo, g.hi + 1):
+        if g.buckets[i]:
+            _put_u32(out, i)
+            _put_u32(out + 4, g.buckets[i])
+            out += 8
+    return _TokenGaps(g.count, g.zero, g.sum_ns, g.min_ns, g.max_ns, packed)
+
+
 cdef class ResponseDecoder:
     """Decodes one HTTP/1.1 (or, in body mode, HTTP/2) response carrying an
     OpenAI completion (or, with ``dialect="sglang"``, an SGLang one).
@@ -83,6 +113,7 @@ cdef class ResponseDecoder:
         size_t max_event=MLPE_SSE_DEFAULT_MAX_EVENT,
         size_t max_body=MLPE_RESPONSE_DEFAULT_MAX_BODY,
         bint record_chunk_times=False,
+        bint gap_histogram=True,
         dialect="openai",
     ):
         cdef mlpe_response_limits limits
@@ -94,6 +125,7 @@ cdef class ResponseDecoder:
         limits.max_event = max_event
         limits.max_body = max_body
         limits.record_chunk_times = record_chunk_times
+        limits.no_gap_histogram = not gap_histogram
         limits.dialect = MLPE_DIALECT_SGLANG if check_dialect(dialect) else MLPE_DIALECT_OPENAI
         if mlpe_response_init(&self._r, &limits) != MLPE_OK:
             mlpe_response_free(&self._r)
@@ -305,6 +337,9 @@ cdef class ResponseDecoder:
             error_message,  # error_message
             tuple([r.chunk_times[i] for i in range(r.n_chunk_times)])  # chunk_times
             if r.record_chunk_times else None,
+            r.t_first_content if r.t_first_content >= 0 else None,  # t_first_content
+            r.t_second if r.t_second >= 0 else None,  # t_second
+            _gaps(&r.gaps),  # gaps
         )
 
 

@@ -2,7 +2,7 @@
 
 It composes the Python twins of the three layers exactly as the C composes
 the C layers, and keeps the same state, so that both produce equal events,
-summaries and errors for any input and any split of it.  Rules R1-R11 are
+summaries and errors for any input and any split of it.  Rules R1-R12 are
 those of ``csrc/mlpe_response.h``.
 """
 
@@ -24,8 +24,10 @@ from .events import (
     ResponseComplete,
     ResponseHead,
     ResponseSummary,
+    TokenGaps,
     ToolCall,
 )
+from .gaps import bucket_of, pack_buckets
 
 __all__ = ("ResponseDecoder",)
 
@@ -86,6 +88,9 @@ class ResponseDecoder:
         max_body: the limit of a non-streaming body.
         record_chunk_times: keep the stamp of every content-bearing event in
             ``ResponseSummary.chunk_times``.
+        gap_histogram: keep the histogram of the gaps between content-bearing
+            events (rule R12, ``ResponseSummary.gaps.buckets``); without it
+            the gaps' count, sum, minimum and maximum are still kept.
         dialect: the chunks' schema: ``"openai"`` (chat and completions) or
             ``"sglang"`` (SGLang's native ``/generate``, whose events carry
             the whole text so far: rule R11 makes the deltas, and fails the
@@ -127,6 +132,12 @@ class ResponseDecoder:
         "_events_after_done",
         "_finish_reason",
         "_first_chunk_error",
+        "_gap_buckets",
+        "_gap_count",
+        "_gap_max",
+        "_gap_min",
+        "_gap_sum",
+        "_gap_zero",
         "_h1",
         "_keep_alive",
         "_kind",
@@ -142,7 +153,10 @@ class ResponseDecoder:
         "_status",
         "_t_done",
         "_t_first",
+        "_t_first_content",
         "_t_head",
+        "_t_last_bearing",
+        "_t_second",
         "_tools",
         "_trailers",
         "_unexpected_bytes",
@@ -159,6 +173,7 @@ class ResponseDecoder:
         max_event: int = 1 << 20,
         max_body: int = DEFAULT_MAX_BODY,
         record_chunk_times: bool = False,
+        gap_histogram: bool = True,
         dialect: str = "openai",
     ) -> None:
         self._sglang = check_dialect(dialect)
@@ -183,6 +198,11 @@ class ResponseDecoder:
         self._t_head: int | None = None
         self._t_first: int | None = None
         self._t_done: int | None = None
+        self._t_first_content: int | None = None  # R12
+        self._t_second: int | None = None
+        self._t_last_bearing = 0
+        self._gap_count = self._gap_zero = self._gap_sum = self._gap_min = self._gap_max = 0
+        self._gap_buckets: dict[int, int] | None = {} if gap_histogram else None
         self._events = 0
         self._content_events = 0
         self._events_after_done = 0
@@ -492,7 +512,7 @@ class ResponseDecoder:
         # bears what its text adds (R11), and nothing else
         if not content and (self._sglang or not chunk.content_bearing):
             return False
-        return self._content_bearing_chunk(t_ns)
+        return self._content_bearing_chunk(t_ns, bool(content))
 
     def _apply_fragment(self, reasoning: bool, text: str, t_ns: int) -> bool:
         """:meth:`_apply` for a Delta whose only fragment is ``text``, as
@@ -503,22 +523,58 @@ class ResponseDecoder:
         else:
             self._content.append(text)
             self._content_len += len(text)
-        return bool(text) and self._content_bearing_chunk(t_ns)
+        return bool(text) and self._content_bearing_chunk(t_ns, not reasoning)
 
-    def _content_bearing_chunk(self, t_ns: int) -> bool:
-        """R3: counts a content-bearing chunk; True for the first."""
+    def _content_bearing_chunk(self, t_ns: int, has_content: bool) -> bool:
+        """R3: counts a content-bearing chunk (``has_content``: it bears
+        content, R12); True for the first."""
         self._content_events += 1
         if self._chunk_times is not None:
             self._chunk_times.append(t_ns)
+        if has_content and self._t_first_content is None:  # R12
+            self._t_first_content = t_ns
         if self._t_first is not None:
+            if self._t_second is None:
+                self._t_second = t_ns
+            self._count_gap(t_ns)
             return False
-        self._t_first = t_ns
+        self._t_first = self._t_last_bearing = t_ns
         self._content_first_len = self._content_len
         self._reasoning_first_len = self._reasoning_len
         for tool in self._tools:
             tool.name_first_len = len(tool.name)
             tool.arguments_first_len = len(tool.arguments)
         return True
+
+    def _count_gap(self, t_ns: int) -> None:
+        """R12: one more gap, from the latest content-bearing event to this one."""
+        gap = t_ns - self._t_last_bearing
+        if gap <= 0:
+            gap = 0
+            self._gap_zero += 1
+        else:
+            self._t_last_bearing = t_ns
+        if self._gap_count == 0 or gap < self._gap_min:
+            self._gap_min = gap
+        self._gap_max = max(self._gap_max, gap)
+        self._gap_count += 1
+        self._gap_sum += gap
+        if self._gap_buckets is not None:
+            bucket = bucket_of(gap)
+            self._gap_buckets[bucket] = self._gap_buckets.get(bucket, 0) + 1
+
+    def _gaps(self) -> TokenGaps | None:
+        if self._gap_count == 0:
+            return None
+        buckets = self._gap_buckets
+        return TokenGaps(
+            count=self._gap_count,
+            zero=self._gap_zero,
+            sum_ns=self._gap_sum,
+            min_ns=self._gap_min,
+            max_ns=self._gap_max,
+            buckets=pack_buckets(sorted(buckets.items())) if buckets else b"",
+        )
 
     def _tool_for_index(self, index: int) -> _ToolCall:
         for tool in reversed(self._tools):
@@ -586,4 +642,7 @@ class ResponseDecoder:
             error_code=error_code,
             error_message=error_message,
             chunk_times=tuple(self._chunk_times) if self._chunk_times is not None else None,
+            t_first_content=self._t_first_content,
+            t_second=self._t_second,
+            gaps=self._gaps(),
         )

@@ -28,6 +28,7 @@ __all__ = (
     "ResponseHead",
     "ResponseSummary",
     "SSEEvent",
+    "TokenGaps",
     "ToolCall",
     "ToolCallDelta",
 )
@@ -195,6 +196,36 @@ class FirstToken(msgspec.Struct, frozen=True, gc=False):
     t_ns: int
 
 
+class TokenGaps(msgspec.Struct, frozen=True, gc=False):
+    """The gaps between a response's consecutive content-bearing events, in
+    ns (rule R12 of ``csrc/mlpe_response.h``; not an MLPerf metric).
+
+    ``count`` is the content-bearing events after the first; ``sum_ns``,
+    ``min_ns`` and ``max_ns`` are exact; ``zero`` counts the gaps of 0 --
+    events completed by one network read share its stamp -- which are in
+    the histogram too (a stamp earlier than the one before counts as 0).
+    ``buckets`` is the histogram's non-empty buckets in ascending order,
+    each an (index, count) pair of little-endian 32-bit unsigned integers
+    (8 bytes; layout in :mod:`mlpe_fast.wire.gaps`), or ``b""`` when the
+    decoder kept none (``gap_histogram=False``): a fixed-size histogram
+    rather than every stamp, so a record stays small however long the
+    answer.
+    """
+
+    count: int
+    zero: int
+    sum_ns: int
+    min_ns: int
+    max_ns: int
+    buckets: bytes
+
+    def __repr__(self) -> str:
+        return (
+            f"TokenGaps(count={self.count}, zero={self.zero}, sum_ns={self.sum_ns}, "
+            f"min_ns={self.min_ns}, max_ns={self.max_ns}, buckets={len(self.buckets) // 8})"
+        )
+
+
 class ResponseSummary(msgspec.Struct, frozen=True, gc=False):
     """Everything one response told, as ``ResponseDecoder.summary()`` sees it.
 
@@ -208,6 +239,13 @@ class ResponseSummary(msgspec.Struct, frozen=True, gc=False):
     count, spec section 1.2); tool calls in ``tool_calls_after_first`` keep
     their id and type and carry the name/arguments suffixes, and calls with
     nothing after the first event are left out.
+
+    Latency detail (rule R12; mlpe-fast's own figures, not MLPerf's):
+    ``t_first_content`` is the first event with non-empty ``content`` (not
+    reasoning, not a tool call; ``None`` when the answer has none),
+    ``t_second`` the second content-bearing event, and ``gaps`` the gaps
+    between consecutive content-bearing events (``None`` with fewer than
+    two).
 
     ``error_code`` is 0, a terminal :class:`mlpe_fast.errors.ErrorCode` (the
     decoder raised it), or ``ErrorCode.HTTP_STATUS`` when the endpoint
@@ -240,6 +278,9 @@ class ResponseSummary(msgspec.Struct, frozen=True, gc=False):
     error_code: int
     error_message: str
     chunk_times: tuple[int, ...] | None
+    t_first_content: int | None = None
+    t_second: int | None = None
+    gaps: TokenGaps | None = None
 
     @property
     def ok(self) -> bool:
