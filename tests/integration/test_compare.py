@@ -93,8 +93,6 @@ def test_two_curves_side_by_side_with_their_differences(
         assert cells[2] == f"{base:,.1f}" and cells[3] == f"{other:,.1f}"
         assert float(cells[4].replace(",", "")) == pytest.approx(other - base, abs=0.06)
         assert cells[5] == f"{100 * (other - base) / base:+.1f}%"
-    # Twice the output tokens at the same concurrency: more throughput.
-    assert b[2]["system_tps"] > a[2]["system_tps"]
     text = page.read_text(encoding="utf-8")
     assert "<h1>compare 2 concurrency curves: a, b</h1>" in text
     for colour in SERIES_COLOURS[:2]:
