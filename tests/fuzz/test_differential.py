@@ -549,7 +549,9 @@ def any_stamps(draw: st.DrawFn, n: int) -> list[int]:
     )
     stamps = []
     for step in itertools.islice(itertools.cycle(steps), n):  # byte-wise pieces: many
-        t += step
+        # CLOCK_MONOTONIC stamps are never negative (the core reads a negative
+        # one as "no stamp"): a step back stops at 0
+        t = max(0, t + step)
         stamps.append(t)
     return stamps
 
