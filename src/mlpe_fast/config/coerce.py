@@ -235,34 +235,33 @@ def streaming(given: Given) -> choices.Streaming:
     return mode
 
 
-def concurrencies(given: Given) -> int | tuple[int, ...]:
-    """One concurrency (an int), or a curve's: a list (``1,4,16`` or a YAML
-    list) as a sorted tuple of unique concurrencies."""
+def _one_or_list(given: Given, one: Converter, what: str) -> Any:
+    """``one(given)``, or for a list (``a,b,c`` or a YAML list) the sorted
+    tuple of its unique items, each read by ``one``."""
     value, where = given
     if isinstance(value, list):
         items: list[Any] = value
     elif isinstance(value, str) and "," in value:
         items = value.split(",")
     else:
-        return positive_integer(given)
+        return one(given)
     if not items:
-        raise UsageError(f"{where}: expected a positive integer or a list of them")
-    return tuple(sorted({positive_integer(Given(item, where)) for item in items}))
+        raise UsageError(f"{where}: expected {what} or a list of them")
+    return tuple(sorted({one(Given(item, where)) for item in items}))
+
+
+def concurrencies(given: Given) -> int | tuple[int, ...]:
+    """One concurrency (an int), or a curve's: a list (``1,4,16`` or a YAML
+    list) as a sorted tuple of unique concurrencies."""
+    found: int | tuple[int, ...] = _one_or_list(given, positive_integer, "a positive integer")
+    return found
 
 
 def rates(given: Given) -> float | tuple[float, ...]:
     """One Poisson rate (a float), or a request-rate curve's: a list
     (``2,4,8`` or a YAML list) as a sorted tuple of unique positive rates."""
-    value, where = given
-    if isinstance(value, list):
-        items: list[Any] = value
-    elif isinstance(value, str) and "," in value:
-        items = value.split(",")
-    else:
-        return positive_number(given)
-    if not items:
-        raise UsageError(f"{where}: expected a positive number or a list of them")
-    return tuple(sorted({positive_number(Given(item, where)) for item in items}))
+    found: float | tuple[float, ...] = _one_or_list(given, positive_number, "a positive number")
+    return found
 
 
 def max_connections(given: Given) -> int | None:
