@@ -20,6 +20,7 @@ from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.report.latency_detail import HEADING
 from mlpe_fast.wire.gaps import RELATIVE_ERROR
 from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
+from tests.unit.test_summary import REFERENCE_SUMMARY_KEYS
 
 DATA = ("--dataset", f"{DUMMY_1K},parser.prompt=text_input", "--tokenizer", str(CHAR_TOKENIZER))
 TTFT_MS, ITL_MS, THOUGHT = 10.0, 4.0, 3
@@ -27,31 +28,9 @@ TIMING = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--seed", "1")
 #: what the endpoint's wake-ups may add to one figure on a loaded machine
 SLACK_MS = 1.0
 
-#: The official keys of result_summary.json, in the reference's order: the
-#: detail adds none (it lives in the mlpe_fast block).
-OFFICIAL_KEYS = [
-    "version",
-    "git_sha",
-    "test_started_at",
-    "n_samples_issued",
-    "n_samples_completed",
-    "n_samples_failed",
-    "duration_ns",
-    "state",
-    "complete",
-    "ttft",
-    "tpot",
-    "latency",
-    "output_sequence_lengths",
-    "input_sequence_lengths",
-    "legacy_loadgen_window_duration_ns",
-    "qps",
-    "tps",
-    "finish_reason_counts",
-    "run_config",
-    "system_tps",
-    "tps_per_user",
-]
+#: The official keys of result_summary.json, in the reference's order, and
+#: the two the curve reads: the detail adds none (it lives in the mlpe_fast block).
+OFFICIAL_KEYS = [*REFERENCE_SUMMARY_KEYS, "system_tps", "tps_per_user"]
 
 
 @pytest.fixture(scope="module")
