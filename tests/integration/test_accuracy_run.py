@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import types
 from pathlib import Path
 from typing import Any
@@ -23,34 +22,10 @@ from mlpe_fast.load.dataset import AccuracyConfig, DatasetSpec
 from mlpe_fast.point import PointResult, run_point
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
+from .known_answers import LLAMA_SAMPLES
+from .known_answers import summaries as _dataset
+
 pytestmark = pytest.mark.pipeline
-
-# The checker's minimum accuracy sample count for llama3_1-8b (spec §2.6).
-LLAMA_SAMPLES = 13_368
-# The gate's gen_len window is 8,167,644 characters +-10 %: about 611 per summary.
-SUMMARY_CHARS = 611
-
-
-def _dataset(path: Path, n: int, seed: int = 3) -> Path:
-    """A synthetic summarisation set: short prompts and ~611-character
-    summaries drawn from a vocabulary of 4,000 long made-up words (few words
-    per summary keep ROUGE's LCS cheap; a reused vocabulary lets the stemmer
-    cache work as on real text)."""
-    rng = random.Random(seed)
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    vocabulary = ["".join(rng.choices(letters, k=rng.randint(28, 44))) for _ in range(4000)]
-    with path.open("w", encoding="utf-8") as f:
-        for i in range(n):
-            words: list[str] = []
-            while sum(len(w) + 1 for w in words) < SUMMARY_CHARS - 30:
-                words.append(rng.choice(vocabulary))
-            summary = " ".join(words).capitalize() + "."
-            row = {
-                "article": f"Summarise article {i}: {words[0]} {words[-1]}",
-                "highlights": summary,
-            }
-            f.write(json.dumps(row) + "\n")
-    return path
 
 
 def _config(tmp_path: Path, data: Path, **changes: Any) -> RunConfig:

@@ -79,3 +79,34 @@ def test_a_model_without_an_agentic_gate_is_a_key_error() -> None:
         check_agentic_point("llama3_1-8b", inline_score=1.0, osl_per_turn=1)
     with pytest.raises(KeyError, match="known: kimi-k3, qwen3_6-35b-a3b, deepseek-v4_1-flash"):
         check_swe_bench_mean("deepseek-r1", [1.0])
+
+
+@pytest.mark.parametrize(
+    ("model", "passing", "failing", "message"),
+    [
+        # the band results of tests/integration/test_agentic_curve.py, and one band lower
+        (
+            "kimi-k3",
+            (0.97, 0.93, 0.95, 0.96),
+            (0.93, 0.93, 0.93, 0.94),
+            "93.25 below the minimum 93.50",
+        ),
+        (
+            "qwen3_6-35b-a3b",
+            (0.72, 0.66, 0.70, 0.71),
+            (0.72, 0.66, 0.66, 0.71),
+            "68.75 below the minimum 69.00",
+        ),
+        (
+            "deepseek-v4_1-flash",
+            (0.98, 0.95, 0.97, 0.97),
+            (0.98, 0.95, 0.95, 0.97),
+            "96.25 below the minimum 96.40",
+        ),
+    ],
+)
+def test_each_agentic_model_s_swe_bench_mean_passes_and_fails_on_known_results(
+    model: str, passing: tuple[float, ...], failing: tuple[float, ...], message: str
+) -> None:
+    assert check_swe_bench_mean(model, passing) == []
+    assert check_swe_bench_mean(model, failing) == [f"SWE-bench: mean {message}"]

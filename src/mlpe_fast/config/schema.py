@@ -475,8 +475,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="mlperf_model", default="", convert=coerce.mlperf_model,
         flags=(Flag(name="--mlperf-model", group="phases", metavar="NAME",
-                    help="MLPerf model name for the accuracy gate (llama3_1-8b, gpt-oss-120b, "
-                    "deepseek-r1)"),),
+                    help="MLPerf model name for the accuracy gates: llama3_1-8b, gpt-oss-120b, "
+                    "deepseek-r1, kimi-k3, qwen3_6-35b-a3b or deepseek-v4_1-flash "
+                    "(docs/models.md)"),),
         yaml_keys=("submission_ref.model",),
     ),
     # output -----------------------------------------------------------------------------
