@@ -306,3 +306,25 @@ def test_the_plan_says_when_no_window_can_be_official() -> None:
     # sized by the rules: four passes are asked of every point
     ruled = msgspec.structs.replace(BASE, num_samples=None, duration_s=None, max_concurrency=64)
     assert steady_state_problems(ruled, 96) == []
+
+
+def test_an_elected_offline_point_carries_the_high_bands_accuracy_run() -> None:
+    # The checker counts an elected C_max point's result once for its region
+    # and once for Offline (spec §2.6, §5.7.2): four accuracy runs cover the
+    # five slots, and a fifth at another High point would be spent for nothing.
+    curve = msgspec.structs.replace(
+        BASE,
+        mode="both",
+        datasets=(*BASE.datasets, DatasetSpec(path=DEMO_PROMPTS, type="accuracy", name="acc")),
+        report_dir="/tmp/curve",
+        sweep=(1, 8, 64, 512, 768, 1024),
+        max_concurrency=1024,
+        offline="elected",
+    )
+    points = plan_sweep(curve, dataset_size=8)
+    assert {p.concurrency for p in points if p.accuracy} == {1, 8, 64, 1024}
+    # A dedicated Offline point's result counts for Offline only: the High
+    # band then takes its lowest point, as before.
+    dedicated = msgspec.structs.replace(curve, offline="dedicated")
+    points = plan_sweep(dedicated, dataset_size=8192)
+    assert {p.concurrency for p in points if p.accuracy} == {1, 8, 64, 512, 8192}

@@ -19,7 +19,8 @@ every point; ``--max-concurrency C_MAX`` without a list plans the points
 * **Accuracy** (``--mode both``, spec §2.6): one accuracy run in each
   mandatory band -- Ultra Low, Low, Medium, High, as the regions of
   ``C_max`` place the points -- and at the Offline point; none at the other
-  points, which the checker would reject.  Below ``C_max`` = 33 there are
+  points, which the checker would reject.  An elected Offline point's run
+  is its band's run too (:func:`accuracy_points`).  Below ``C_max`` = 33 there are
   no regions and every point gets one.
 * **Resuming**: a point whose folder already holds a complete summary (and
   its accuracy results, where due) is skipped when it was measured with the
@@ -115,14 +116,21 @@ def _region(concurrency: int, c_max: int, c_min: int) -> str:
     return region_of(concurrency, regions(c_max, c_min))
 
 
-def accuracy_points(concurrencies: Sequence[int], c_max: int) -> set[int]:
+def accuracy_points(concurrencies: Sequence[int], c_max: int, *, elected: bool = False) -> set[int]:
     """The fixed-concurrency points that carry an accuracy run: the lowest
     point of each mandatory band (spec §2.6); every point when ``C_max``
-    gives no regions."""
+    gives no regions.
+
+    An ``elected`` Offline point (the ``C_max`` point) carries its own run,
+    which the checker counts "once as its region point and once as the
+    Offline result" (§5.7.2): it then takes its band's run, so four runs
+    fill the five slots rather than a fifth at another point of that band."""
     if c_max <= 32:
         return set(concurrencies)
     c_min = min(*concurrencies, 32)
     chosen: dict[str, int] = {}
+    if elected and c_max in concurrencies:
+        chosen[_region(c_max, c_max, c_min)] = c_max
     for n in sorted(concurrencies):
         band = _region(n, c_max, c_min)
         if band in _BANDS:
@@ -159,7 +167,11 @@ def plan_sweep(config: RunConfig, dataset_size: int) -> list[SweepPoint]:
             )
     if config.offline == "dedicated" and dataset_size in levels:
         _refuse_offline_collision(config, dataset_size, c_max)
-    with_accuracy = accuracy_points(levels, c_max) if config.mode == "both" else set()
+    with_accuracy = (
+        accuracy_points(levels, c_max, elected=config.offline == "elected")
+        if config.mode == "both"
+        else set()
+    )
     points = []
     for n in levels:
         elected = config.offline == "elected" and n == c_max
