@@ -146,6 +146,7 @@ cdef class ReceiveThread:
             affinity_error=affinity_error,
             asked_priority=self._asked[0],
             asked_cpus=self._asked[1],
+            interpreter_free=True,
         )
 
     @property

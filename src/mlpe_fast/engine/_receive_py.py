@@ -208,6 +208,7 @@ class ReceiveThread:
             affinity_error=affinity_error,
             asked_priority=self._asked[0],
             asked_cpus=self._asked[1],
+            interpreter_free=False,
         )
 
     def _place(self) -> None:

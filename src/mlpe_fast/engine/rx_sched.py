@@ -55,7 +55,9 @@ class ReceiveScheduling(msgspec.Struct, frozen=True, gc=False):
     counters cover the thread's life so far: ``run_delay_ns`` the time it
     was runnable but waited for a core, ``timeslices`` the times it was put
     on one, ``involuntary_switches`` the times it was taken off one while it
-    still had work (schedstat and status of ``/proc/self/task/TID``)."""
+    still had work (schedstat and status of ``/proc/self/task/TID``).
+    ``interpreter_free``: the thread reads without the interpreter's lock
+    (the compiled one; the twin's waits for it as well as for a core)."""
 
     policy: str
     priority: int = 0
@@ -68,6 +70,7 @@ class ReceiveScheduling(msgspec.Struct, frozen=True, gc=False):
     timeslices: int = 0
     involuntary_switches: int = 0
     voluntary_switches: int = 0
+    interpreter_free: bool = True
 
 
 def _errno_name(code: int) -> str:
@@ -107,6 +110,7 @@ def scheduling_of(
     affinity_error: int,
     asked_priority: int,
     asked_cpus: tuple[int, ...],
+    interpreter_free: bool,
 ) -> ReceiveScheduling:
     """The figures of a running thread from its raw placement (T7) and its
     counters now."""
@@ -128,6 +132,7 @@ def scheduling_of(
         timeslices=slices,
         involuntary_switches=involuntary,
         voluntary_switches=voluntary,
+        interpreter_free=interpreter_free,
     )
 
 
