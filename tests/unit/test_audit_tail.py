@@ -34,7 +34,7 @@ def records(n: int, held: int) -> list[RequestRecord]:
 def thread(policy: str = "fifo", **figures: object) -> ReceiveScheduling:
     defaults: dict[str, object] = {
         "priority": 10 if policy == "fifo" else 0,
-        "cpus": (0, 1),
+        "cpus": [0, 1],
         "asked_priority": 10,
         "timeslices": 1000,
         "run_delay_ns": 2 * MS,
@@ -94,7 +94,7 @@ def test_a_prompt_real_time_thread_lays_merged_tokens_at_the_endpoint() -> None:
 def test_several_threads_are_summed_and_their_placements_listed() -> None:
     a = thread("fifo", timeslices=100, run_delay_ns=100_000, involuntary_switches=2)
     b = thread("fifo", timeslices=300, run_delay_ns=700_000, involuntary_switches=3)
-    c = thread("normal", asked_priority=0, cpus=(1,), asked_cpus=(1,))
+    c = thread("normal", asked_priority=0, cpus=[1], asked_cpus=[1])
     made = audit_records(
         records(10, 0), array("q"), 0, 4, 0, arrival_clock=None, receive_threads=(a, b, c)
     )

@@ -86,10 +86,10 @@ def test_a_thread_that_asks_nothing_keeps_the_process_placement(reader: ModuleTy
         got = receiver.scheduling()
         assert got.tid != threading.get_native_id()
         assert Path(f"/proc/self/task/{got.tid}").is_dir()  # a thread of this process
-        assert got.cpus == tuple(sorted(os.sched_getaffinity(0)))
+        assert got.cpus == sorted(os.sched_getaffinity(0))
         assert got.policy == policy_name(os.sched_getscheduler(got.tid))
         assert got.policy == policy_name(os.sched_getscheduler(0))  # inherited
-        assert (got.asked_priority, got.asked_cpus, got.refused) == (0, (), "")
+        assert (got.asked_priority, got.asked_cpus, got.refused) == (0, [], "")
         assert got.timeslices >= 1 and got.voluntary_switches >= 1  # it ran, then slept
     finally:
         receiver.stop()
@@ -122,7 +122,7 @@ def test_a_pin_holds_that_thread_alone(reader: ModuleType) -> None:
     receiver = reader.ReceiveThread(0, (cpu,))
     try:
         got = receiver.scheduling()
-        assert (got.cpus, got.asked_cpus, got.refused) == ((cpu,), (cpu,), "")
+        assert (got.cpus, got.asked_cpus, got.refused) == ([cpu], [cpu], "")
         assert os.sched_getaffinity(got.tid) == {cpu}
         assert sorted(os.sched_getaffinity(0)) == allowed
     finally:
@@ -142,7 +142,7 @@ def test_a_pin_the_system_refuses_falls_back_and_says_so(
     try:
         got = receiver.scheduling()
         assert got.refused == f"CPUs {outside}: EINVAL", got
-        assert got.cpus == tuple(sorted(os.sched_getaffinity(0)))
+        assert got.cpus == sorted(os.sched_getaffinity(0))
         # ...and the thread reads as ever.
         woken: list[str] = []
         core.on_received = lambda: woken.append("received")

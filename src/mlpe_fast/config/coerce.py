@@ -321,13 +321,13 @@ def receive_priority(given: Given) -> int | None:
 
 def receive_cpus(given: Given) -> tuple[int, ...]:
     """The CPUs the receive thread is pinned to: ``N`` or ``N,M,...`` (a YAML
-    list too), each one this process may run on (its affinity mask: a CPU
+    list too; an empty one is no pin), each one this process may run on (its affinity mask: a CPU
     outside it could never run the thread)."""
     value, where = given
-    items = value if isinstance(value, list) else str(value).split(",")
+    if isinstance(value, (list, tuple)) and not value:
+        return ()  # an empty list: no pin (the default)
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
     cpus = tuple(sorted({integer(Given(item, where), minimum=0) for item in items}))
-    if not cpus:
-        raise UsageError(f"{where}: expected a CPU number or a list of them")
     allowed = allowed_cpus()
     if allowed is None:
         raise UsageError(f"{where}: pinning the receive thread is not supported on this system")

@@ -61,9 +61,9 @@ class ReceiveScheduling(msgspec.Struct, frozen=True, gc=False):
 
     policy: str
     priority: int = 0
-    cpus: tuple[int, ...] = ()
+    cpus: list[int] = msgspec.field(default_factory=list)
     asked_priority: int = 0
-    asked_cpus: tuple[int, ...] = ()
+    asked_cpus: list[int] = msgspec.field(default_factory=list)
     refused: str = ""
     tid: int = 0
     run_delay_ns: int = 0
@@ -123,9 +123,9 @@ def scheduling_of(
     return ReceiveScheduling(
         policy=POLICIES[policy] if 0 <= policy < len(POLICIES) else "other",
         priority=priority,
-        cpus=cpus,
+        cpus=list(cpus),
         asked_priority=asked_priority,
-        asked_cpus=asked_cpus,
+        asked_cpus=list(asked_cpus),
         refused="; ".join(refused),
         tid=tid,
         run_delay_ns=delay,
