@@ -136,9 +136,7 @@ def paced_endpoint() -> Iterator[str]:
 @contextmanager
 def busy_loops(count: int) -> Iterator[None]:
     """``count`` processes that spin in a busy loop (a build, another job)."""
-    spinners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)
-    ]
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
     try:
         yield
     finally:
@@ -177,8 +175,8 @@ def test_first_token_stamp_with_the_receive_thread_real_time_or_not(
     def measure() -> None:
         with busy_loops(BUSY_PROCESSES if machine == "busy" else 0):
             for _ in range(ROUNDS):  # interleaved: the machine's drift falls on both
-                for priority in runs:
-                    runs[priority].append(_one_run(paced_endpoint, priority))
+                for priority, done in runs.items():
+                    done.append(_one_run(paced_endpoint, priority))
 
     benchmark.pedantic(measure, rounds=1)
     for priority, done in runs.items():
@@ -189,7 +187,7 @@ def test_first_token_stamp_with_the_receive_thread_real_time_or_not(
         ]
         benchmark.extra_info[label] = [
             {"p50_us": p50, "p99_us": p99, "held_share": run["held"], "policy": run["policy"]}
-            for (p50, p99), run in zip(us, done)
+            for (p50, p99), run in zip(us, done, strict=True)
         ]
         print(
             f"\n{machine}, --receive-priority {label} ({done[0]['policy']}): t_first - server "

@@ -108,7 +108,9 @@ def test_several_threads_are_summed_and_their_placements_listed() -> None:
 
 def test_client_totals_carry_every_thread() -> None:
     a, b = thread("fifo"), thread("normal")
-    total = ClientTotals(receive_threads=(a,)).plus(ClientTotals(), ClientTotals(receive_threads=(b,)))
+    total = ClientTotals(receive_threads=(a,)).plus(
+        ClientTotals(), ClientTotals(receive_threads=(b,))
+    )
     assert total.receive_threads == (a, b)
     # ...through the engines' messages too.
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(total), type=ClientTotals) == total

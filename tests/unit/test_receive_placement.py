@@ -54,9 +54,7 @@ def reader(impl: str) -> ModuleType:
 
 
 def policy_name(policy: int) -> str:
-    return {os.SCHED_OTHER: "normal", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr"}.get(
-        policy, "other"
-    )
+    return {os.SCHED_OTHER: "normal", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr"}.get(policy, "other")
 
 
 def fifo_permitted() -> bool:
@@ -215,7 +213,7 @@ def _refused_child(impl: str, write_fd: int) -> None:
             "refused": got.refused,
             "running": running,
         }
-    except BaseException as error:  # noqa: BLE001 (the parent reports it)
+    except BaseException as error:  # the parent reports it
         report = {"error": repr(error)}
     os.write(write_fd, json.dumps(report).encode())
     os.close(write_fd)

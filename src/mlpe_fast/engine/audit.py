@@ -354,9 +354,7 @@ def _placement(thread: ReceiveScheduling) -> str:
     return f"{policy}, CPUs {cpu_list(thread.cpus)}{pinned}"
 
 
-def _receive_line(
-    threads: Sequence[ReceiveScheduling], arrival_clock: object, tls: bool
-) -> str:
+def _receive_line(threads: Sequence[ReceiveScheduling], arrival_clock: object, tls: bool) -> str:
     if not threads:
         if arrival_clock is None:
             return "none (--receive-stamps read: the loop reads)"
