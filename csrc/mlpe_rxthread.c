@@ -37,8 +37,10 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
 
 #if defined(__linux__)
 #include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static int reserve(mlpe_rxbatch *b, size_t bytes) {
@@ -66,6 +68,10 @@ static int reserve(mlpe_rxbatch *b, size_t bytes) {
 struct mlpe_rxthread {
     pthread_t thread;
     int epoll_fd, wake_fd, stop_fd;
+    mlpe_rxthread_options options;
+    mlpe_rxthread_placement placement; /* T7: the thread's, then read-only */
+    int placed;                        /* under lock, signalled on placed_cond */
+    pthread_cond_t placed_cond;
     pthread_mutex_t lock;
     mlpe_rxconn **slots;
     uint32_t n_slots;
@@ -131,9 +137,50 @@ static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
     return 1;
 }
 
+/* T7: called by the thread on itself, before its first epoll_wait. */
+static void place(mlpe_rxthread *t) {
+    mlpe_rxthread_placement *p = &t->placement;
+    const mlpe_rxthread_options *o = &t->options;
+    pthread_t self = pthread_self();
+    cpu_set_t set;
+    p->tid = (int)syscall(SYS_gettid);
+    if (o->pin) {
+        CPU_ZERO(&set);
+        for (int cpu = 0; cpu < MLPE_RXCPU_WORDS * 64 && cpu < CPU_SETSIZE; cpu++)
+            if (o->cpus[cpu / 64] >> (cpu % 64) & 1)
+                CPU_SET(cpu, &set);
+        p->affinity_error = pthread_setaffinity_np(self, sizeof set, &set);
+    }
+    if (o->fifo_priority > 0) {
+        struct sched_param asked = {0};
+        asked.sched_priority = o->fifo_priority;
+        /* EPERM without the right to it: the thread runs on as it was. */
+        p->sched_error = pthread_setschedparam(self, SCHED_FIFO, &asked);
+    }
+    int policy;
+    struct sched_param got = {0};
+    if (pthread_getschedparam(self, &policy, &got) == 0) {
+        p->policy = policy == SCHED_OTHER ? MLPE_RXPOLICY_NORMAL
+                    : policy == SCHED_FIFO ? MLPE_RXPOLICY_FIFO
+                    : policy == SCHED_RR   ? MLPE_RXPOLICY_RR
+                                           : MLPE_RXPOLICY_OTHER;
+        p->priority = got.sched_priority;
+    }
+    CPU_ZERO(&set);
+    if (pthread_getaffinity_np(self, sizeof set, &set) == 0)
+        for (int cpu = 0; cpu < MLPE_RXCPU_WORDS * 64 && cpu < CPU_SETSIZE; cpu++)
+            if (CPU_ISSET(cpu, &set))
+                p->cpus[cpu / 64] |= (uint64_t)1 << (cpu % 64);
+}
+
 static void *run(void *arg) {
     mlpe_rxthread *t = arg;
     struct epoll_event events[64];
+    place(t);
+    pthread_mutex_lock(&t->lock);
+    t->placed = 1;
+    pthread_cond_signal(&t->placed_cond);
+    pthread_mutex_unlock(&t->lock);
     for (;;) {
         int n = epoll_wait(t->epoll_fd, events, 64, -1);
         if (n < 0) {
@@ -176,12 +223,14 @@ static void *run(void *arg) {
     return NULL;
 }
 
-mlpe_rxthread *mlpe_rxthread_start(int *error) {
+mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *error) {
     mlpe_rxthread *t = calloc(1, sizeof *t);
     if (!t) {
         *error = -ENOMEM;
         return NULL;
     }
+    if (options)
+        t->options = *options;
     t->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     t->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -194,12 +243,21 @@ mlpe_rxthread *mlpe_rxthread_start(int *error) {
         goto fail;
     if (pthread_mutex_init(&t->lock, NULL) != 0)
         goto fail;
+    if (pthread_cond_init(&t->placed_cond, NULL) != 0) {
+        pthread_mutex_destroy(&t->lock);
+        goto fail;
+    }
     int err = pthread_create(&t->thread, NULL, run, t);
     if (err) {
+        pthread_cond_destroy(&t->placed_cond);
         pthread_mutex_destroy(&t->lock);
         errno = err;
         goto fail;
     }
+    pthread_mutex_lock(&t->lock); /* T7: the placement is known on return */
+    while (!t->placed)
+        pthread_cond_wait(&t->placed_cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
     return t;
 fail:
     *error = errno ? -errno : -EIO;
@@ -218,6 +276,7 @@ void mlpe_rxthread_stop(mlpe_rxthread *t) {
     ssize_t written = write(t->stop_fd, &one, sizeof one);
     (void)written;
     pthread_join(t->thread, NULL);
+    pthread_cond_destroy(&t->placed_cond);
     pthread_mutex_destroy(&t->lock);
     close(t->epoll_fd);
     close(t->wake_fd);
@@ -228,6 +287,10 @@ void mlpe_rxthread_stop(mlpe_rxthread *t) {
 
 int mlpe_rxthread_wake_fd(const mlpe_rxthread *t) {
     return t->wake_fd;
+}
+
+const mlpe_rxthread_placement *mlpe_rxthread_placement_of(const mlpe_rxthread *t) {
+    return &t->placement;
 }
 
 int mlpe_rxthread_add(mlpe_rxthread *t, mlpe_rxconn *c) {
@@ -336,8 +399,14 @@ struct mlpe_rxthread {
     int unused;
 };
 
-mlpe_rxthread *mlpe_rxthread_start(int *error) {
+mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *error) {
+    (void)options;
     *error = -EOPNOTSUPP;
+    return NULL;
+}
+
+const mlpe_rxthread_placement *mlpe_rxthread_placement_of(const mlpe_rxthread *t) {
+    (void)t;
     return NULL;
 }
 

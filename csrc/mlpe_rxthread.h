@@ -35,6 +35,16 @@
  *      under the lock, never through a pointer an epoll event carried).
  *  T6. Every function but the thread's own body is called from one thread
  *      (the loop's); the lock orders it with the receive thread.
+ *  T7. Placement: the thread, first thing, pins itself to the options' CPUs
+ *      and asks for SCHED_FIFO at the options' priority, for itself only
+ *      (pthread_setaffinity_np, pthread_setschedparam on pthread_self).  It
+ *      may: it sleeps in epoll_wait and reads in bounded bursts, so it
+ *      cannot starve the loop, and a first token read at once keeps its own
+ *      kernel stamp (K2) when the cores are busy.  A refusal (EPERM without
+ *      root, CAP_SYS_NICE or RLIMIT_RTPRIO; EINVAL) is not an error: the
+ *      thread runs on under the policy it had and the errno is kept.
+ *      mlpe_rxthread_start returns once the thread has placed itself, and
+ *      mlpe_rxthread_placement_of says what it got (never written again).
  *
  * Linux only (epoll, eventfd); mlpe_rxthread_start fails elsewhere with
  * -EOPNOTSUPP and the engine reads on the loop as before.
@@ -76,8 +86,36 @@ struct mlpe_rxconn {
 
 typedef struct mlpe_rxthread mlpe_rxthread;
 
-/* NULL with *error set to a negative errno when the thread cannot start. */
-mlpe_rxthread *mlpe_rxthread_start(int *error);
+/* CPU sets as bit masks, bit i of word i / 64 for CPU i: glibc's fixed
+ * cpu_set_t size (CPU_SETSIZE, 1,024 CPUs). */
+#define MLPE_RXCPU_WORDS 16
+
+/* T7: what the thread asks for. */
+typedef struct {
+    int fifo_priority; /* 0: keep the inherited policy; 1-99: ask SCHED_FIFO at it */
+    int pin;           /* nonzero: run only on the CPUs of cpus */
+    uint64_t cpus[MLPE_RXCPU_WORDS];
+} mlpe_rxthread_options;
+
+#define MLPE_RXPOLICY_NORMAL 0 /* SCHED_OTHER */
+#define MLPE_RXPOLICY_FIFO 1
+#define MLPE_RXPOLICY_RR 2
+#define MLPE_RXPOLICY_OTHER 3 /* SCHED_BATCH, SCHED_IDLE, ... inherited */
+
+/* T7: what the thread got. */
+typedef struct {
+    int tid;            /* its kernel thread id (/proc/self/task/TID) */
+    int policy;         /* MLPE_RXPOLICY_* */
+    int priority;       /* its real-time priority (0 under the normal policy) */
+    int sched_error;    /* errno of a refused SCHED_FIFO, else 0 */
+    int affinity_error; /* errno of a refused pin, else 0 */
+    uint64_t cpus[MLPE_RXCPU_WORDS]; /* the CPUs it may run on */
+} mlpe_rxthread_placement;
+
+/* NULL with *error set to a negative errno when the thread cannot start;
+ * options NULL: no pin, the inherited policy (T7). */
+mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *error);
+const mlpe_rxthread_placement *mlpe_rxthread_placement_of(const mlpe_rxthread *t);
 void mlpe_rxthread_stop(mlpe_rxthread *t); /* also frees t */
 int mlpe_rxthread_wake_fd(const mlpe_rxthread *t);
 

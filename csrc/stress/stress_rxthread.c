@@ -50,6 +50,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -749,10 +750,27 @@ int main(int argc, char **argv) {
     if (mlpe_rxstamp_enable(G.listen_fd) == 0)
         sleep_ns(20 * MS);
 
+    /* T7: the thread pins itself to the CPUs the process may use (a pin
+     * that changes nothing, so the run stays the same on any machine) and
+     * says so; the thread's policy is left as inherited. */
+    mlpe_rxthread_options options = {0};
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        die(2, "sched_getaffinity: %s", strerror(errno));
+    options.pin = 1;
+    for (int cpu = 0; cpu < MLPE_RXCPU_WORDS * 64 && cpu < CPU_SETSIZE; cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            options.cpus[cpu / 64] |= (uint64_t)1 << (cpu % 64);
     int err = 0;
-    G.t = mlpe_rxthread_start(&err);
+    G.t = mlpe_rxthread_start(&options, &err);
     if (!G.t)
         die(2, "mlpe_rxthread_start: %s", strerror(-err));
+    const mlpe_rxthread_placement *placed = mlpe_rxthread_placement_of(G.t);
+    if (placed->tid <= 0 || placed->affinity_error != 0 ||
+        memcmp(placed->cpus, options.cpus, sizeof options.cpus) != 0 || placed->sched_error != 0)
+        die(1, "placement: tid %d, affinity errno %d, sched errno %d", placed->tid,
+            placed->affinity_error, placed->sched_error);
     int wake_fd = mlpe_rxthread_wake_fd(G.t);
     for (int i = 0; i < G.n_slots; i++) {
         if (pthread_mutex_init(&G.slots[i].mu, NULL) != 0)

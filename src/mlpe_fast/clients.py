@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from .config import RunConfig
 from .engine import Client, ClientConfigError
 from .engine.replicas import AnyClient, Replicas
+from .engine.rx_sched import AUTO_PRIORITY
 from .errors import UsageError
 
 __all__ = ("client_for",)
@@ -51,6 +52,10 @@ def client_for(
                 ca_bundle=config.ca_bundle,
                 insecure=config.insecure,
                 kernel_stamps=config.receive_stamps == "kernel",
+                receive_priority=(
+                    AUTO_PRIORITY if config.receive_priority is None else config.receive_priority
+                ),
+                receive_cpus=config.receive_cpus,
                 # SGLang's /generate streams the whole text so far (R11)
                 dialect="sglang" if config.api_type == "sglang" else "openai",
             )

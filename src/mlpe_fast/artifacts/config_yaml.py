@@ -222,6 +222,10 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["ca_bundle"] = config.ca_bundle
     if config.receive_stamps != "kernel":
         out["mlpe_fast"]["receive_stamps"] = config.receive_stamps
+    if config.receive_priority is not None:
+        out["mlpe_fast"]["receive_priority"] = config.receive_priority or "off"
+    if config.receive_cpus:
+        out["mlpe_fast"]["receive_cpu"] = list(config.receive_cpus)
     if config.engines != 1:
         out["mlpe_fast"]["engines"] = config.engines or "auto"
         out["mlpe_fast"]["min_streams_per_engine"] = config.min_streams_per_engine

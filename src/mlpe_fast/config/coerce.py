@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..engine.rx_sched import MAX_PRIORITY, allowed_cpus, cpu_list
 from ..errors import UsageError
 from . import choices
 from .benchmark import BENCHMARK_MODELS
@@ -39,6 +40,8 @@ __all__ = (
     "one_of",
     "positive_integer",
     "positive_number",
+    "receive_cpus",
+    "receive_priority",
     "seed",
     "short",
     "streaming",
@@ -293,6 +296,48 @@ def engines(given: Given) -> int:
         raise UsageError(
             f"{where}: expected a positive integer or auto, got {short(value)}"
         ) from None
+
+
+def receive_priority(given: Given) -> int | None:
+    """The receive thread's real-time priority: ``auto`` (None: SCHED_FIFO
+    at ``rx_sched.AUTO_PRIORITY`` where permitted), ``off`` (0; YAML's bare
+    ``off`` reads as false) or N from 1 to 99 (SCHED_FIFO's range)."""
+    value, where = given
+    if value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+        return 0
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return None
+    try:
+        priority = integer(given, minimum=1)
+    except UsageError:
+        priority = 0
+    if not 1 <= priority <= MAX_PRIORITY:
+        raise UsageError(
+            f"{where}: expected auto, off or a priority from 1 to {MAX_PRIORITY}, "
+            f"got {short(value)}"
+        )
+    return priority
+
+
+def receive_cpus(given: Given) -> tuple[int, ...]:
+    """The CPUs the receive thread is pinned to: ``N`` or ``N,M,...`` (a YAML
+    list too; an empty one is no pin), each one this process may run on (its affinity mask: a CPU
+    outside it could never run the thread)."""
+    value, where = given
+    if isinstance(value, (list, tuple)) and not value:
+        return ()  # an empty list: no pin (the default)
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    cpus = tuple(sorted({integer(Given(item, where), minimum=0) for item in items}))
+    allowed = allowed_cpus()
+    if allowed is None:
+        raise UsageError(f"{where}: pinning the receive thread is not supported on this system")
+    outside = [cpu for cpu in cpus if cpu not in allowed]
+    if outside:
+        raise UsageError(
+            f"{where}: CPU {cpu_list(outside)} is not one this process may run on "
+            f"(allowed: {cpu_list(sorted(allowed))})"
+        )
+    return cpus
 
 
 def ca_bundle(given: Given) -> str:

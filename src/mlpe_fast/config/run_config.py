@@ -184,6 +184,13 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
             kernel's arrival stamps where it gives them (Linux); "read"
             stamps every read as it is read (YAML
             ``mlpe_fast.receive_stamps``).
+        receive_priority: the receive thread's SCHED_FIFO priority, asked
+            for where permitted (``--receive-priority``; YAML
+            ``mlpe_fast.receive_priority``): None is ``auto`` (priority
+            ``engine.rx_sched.AUTO_PRIORITY``), 0 is ``off`` (the policy the
+            process has).
+        receive_cpus: the CPUs the receive thread is pinned to
+            (``--receive-cpu``; YAML ``mlpe_fast.receive_cpu``); empty: no pin.
         engines: event-loop processes that share a point's load (YAML
             ``mlpe_fast.engines``); 0 means one per usable core.  A point
             uses fewer when its load is small (``min_streams_per_engine``).
@@ -251,6 +258,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     ca_bundle: str | None = default_of("ca_bundle")
     insecure: bool = default_of("insecure")
     receive_stamps: ReceiveStamps = default_of("receive_stamps")
+    receive_priority: int | None = default_of("receive_priority")
+    receive_cpus: tuple[int, ...] = default_of("receive_cpus")
     engines: int = default_of("engines")
     min_streams_per_engine: int = default_of("min_streams_per_engine")
     ray: str | None = default_of("ray")

@@ -202,6 +202,23 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.receive_stamps",),
     ),
     Setting(
+        # issue 23: a receive thread that waits for a core gives a first
+        # token the stamp of the next (csrc/mlpe_rxthread.h T7)
+        name="receive_priority", convert=coerce.receive_priority,
+        flags=(Flag(name="--receive-priority", group="endpoint", metavar="PRIORITY",
+                    help="the receive thread's scheduling: auto (default: SCHED_FIFO 10 "
+                    "where permitted, else the normal policy), off, or a SCHED_FIFO "
+                    "priority 1-99"),),
+        yaml_keys=("mlpe_fast.receive_priority",),
+    ),
+    Setting(
+        name="receive_cpus", default=(), convert=coerce.receive_cpus,
+        flags=(Flag(name="--receive-cpu", group="endpoint", metavar="N[,M]",
+                    help="pin the receive thread to these CPUs (default: wherever the "
+                    "process may run)"),),
+        yaml_keys=("mlpe_fast.receive_cpu",),
+    ),
+    Setting(
         name="engines", default=1, convert=coerce.engines,
         flags=(Flag(name="--engines", group="endpoint", metavar="N",
                     help="event-loop processes sharing the load: N, or auto (one per usable "

@@ -1,6 +1,6 @@
 # Declarations of the compiled receive path (_receive_c.pyx), shared with the
 # read cores that subclass SocketReader (_reader_c.pyx, _h2_reader_c.pyx).
-from libc.stdint cimport int64_t, uint8_t, uint32_t
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 
 
 cdef extern from "mlpe_rxstamp.h" nogil:
@@ -33,6 +33,19 @@ cdef extern from "mlpe_rxthread.h" nogil:
     ctypedef struct mlpe_rxthread:
         pass
 
+    ctypedef struct mlpe_rxthread_options:
+        int fifo_priority
+        int pin
+        uint64_t cpus[16]
+
+    ctypedef struct mlpe_rxthread_placement:
+        int tid
+        int policy
+        int priority
+        int sched_error
+        int affinity_error
+        uint64_t cpus[16]
+
 
 cdef class ArrivalClock:
     cdef mlpe_clockmap _m
@@ -42,6 +55,9 @@ cdef class ArrivalClock:
 
 cdef class ReceiveThread:
     cdef mlpe_rxthread *_t
+    cdef object _asked
+    cdef object _placement
+    cdef object _final
 
 
 cdef class SocketReader:

@@ -1,6 +1,8 @@
 import socket
 from typing import Any
 
+from .rx_sched import ReceiveScheduling
+
 READ_SIZE: int
 RESAMPLE_NS: int
 
@@ -17,7 +19,8 @@ class ArrivalClock:
 class ReceiveThread:
     wake_fd: int
     running: bool
-    def __init__(self) -> None: ...
+    def __init__(self, priority: int = 0, cpus: tuple[int, ...] = ()) -> None: ...
+    def scheduling(self) -> ReceiveScheduling: ...
     def dispatch(self) -> None: ...
     def stop(self) -> None: ...
 

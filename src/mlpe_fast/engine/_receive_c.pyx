@@ -10,6 +10,8 @@ Behaviour is specified by the twin, ``_receive_py.py``.
 import errno
 import os
 
+from .rx_sched import scheduling_of
+
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.string cimport memset
@@ -29,7 +31,8 @@ cdef extern from "mlpe_rxstamp.h" nogil:
 
 
 cdef extern from "mlpe_rxthread.h" nogil:
-    mlpe_rxthread *mlpe_rxthread_start(int *error)
+    mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *error)
+    const mlpe_rxthread_placement *mlpe_rxthread_placement_of(const mlpe_rxthread *t)
     void mlpe_rxthread_stop(mlpe_rxthread *t)
     int mlpe_rxthread_wake_fd(const mlpe_rxthread *t)
     void mlpe_rxconn_init(mlpe_rxconn *c, int fd, void *owner)
@@ -98,17 +101,53 @@ cdef class ArrivalClock:
         return t_ns
 
 
-cdef class ReceiveThread:
-    """A thread that reads registered sockets as data arrives (see the twin)."""
+cdef int _CPU_BITS = 16 * 64
 
-    def __cinit__(self):
+
+cdef class ReceiveThread:
+    """A thread that reads registered sockets as data arrives, placed as
+    asked (T7; see the twin)."""
+
+    def __cinit__(self, *args, **kwargs):
         self._t = NULL
 
-    def __init__(self):
+    def __init__(self, int priority=0, cpus=()):
+        cdef mlpe_rxthread_options options
+        memset(&options, 0, sizeof(options))
+        asked = tuple(sorted(set(cpus)))
+        for cpu in asked:
+            if not 0 <= cpu < _CPU_BITS:
+                raise OSError(errno.EINVAL, f"CPU {cpu} is beyond the {_CPU_BITS} a set holds")
+            options.cpus[cpu // 64] |= (<uint64_t>1) << (cpu % 64)
+        options.pin = 1 if asked else 0
+        options.fifo_priority = priority if priority > 0 else 0
+        self._asked = (priority, asked)
+        self._final = None
         cdef int error = 0
-        self._t = mlpe_rxthread_start(&error)
+        with nogil:
+            self._t = mlpe_rxthread_start(&options, &error)
         if self._t == NULL:
             raise OSError(-error, os.strerror(-error))
+        cdef const mlpe_rxthread_placement *p = mlpe_rxthread_placement_of(self._t)
+        got = tuple(c for c in range(_CPU_BITS) if (p.cpus[c // 64] >> (c % 64)) & 1)
+        self._placement = (p.tid, p.policy, p.priority, got, p.sched_error, p.affinity_error)
+
+    def scheduling(self):
+        """What the thread got and how it ran so far (until it stopped)."""
+        if self._final is not None:
+            return self._final
+        tid, policy, priority, cpus, sched_error, affinity_error = self._placement
+        return scheduling_of(
+            tid=tid,
+            policy=policy,
+            priority=priority,
+            cpus=cpus,
+            sched_error=sched_error,
+            affinity_error=affinity_error,
+            asked_priority=self._asked[0],
+            asked_cpus=self._asked[1],
+            interpreter_free=True,
+        )
 
     @property
     def wake_fd(self):
@@ -136,6 +175,7 @@ cdef class ReceiveThread:
         """Ends the thread (joins it); registered sockets are read no more."""
         cdef mlpe_rxthread *t = self._t
         if t != NULL:
+            self._final = self.scheduling()  # the thread's counters end with it
             self._t = NULL
             with nogil:
                 mlpe_rxthread_stop(t)

@@ -17,6 +17,12 @@ socket is read by a thread of its own as data arrives, and ``read_socket``
 feeds what that thread read, read by read, each with its own stamps.  The
 compiled thread never takes the interpreter's lock; this twin's does, so it
 has the same behaviour but not the same timing.
+
+The thread places itself first (T7, :mod:`.rx_sched`): it pins itself to
+the CPUs asked for and asks for ``SCHED_FIFO`` at the priority asked for,
+falling back quietly to what it had; Linux applies both to the thread whose
+id is given (``threading.get_native_id``), as the compiled thread's
+``pthread_setaffinity_np`` and ``pthread_setschedparam`` do.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ import sys
 import threading
 import time
 from typing import Any
+
+from .rx_sched import ReceiveScheduling, scheduling_of
 
 __all__ = (
     "READ_SIZE",
@@ -156,11 +164,19 @@ class _Registration:
 
 
 class ReceiveThread:
-    """A thread that reads registered sockets as data arrives (T1-T6)."""
+    """A thread that reads registered sockets as data arrives (T1-T7):
+    ``priority`` 1-99 asks for SCHED_FIFO at it (0: the inherited policy),
+    ``cpus`` pins it (empty: where the process may run)."""
 
-    def __init__(self) -> None:
+    def __init__(self, priority: int = 0, cpus: tuple[int, ...] = ()) -> None:
         if not hasattr(select, "epoll") or not hasattr(os, "eventfd"):
             raise OSError(errno.EOPNOTSUPP, "no receive thread on this system")
+        self._asked = (priority, tuple(sorted(set(cpus))))
+        # T7: (tid, policy, priority, cpus, sched errno, affinity errno),
+        # written by the thread before start returns, never again.
+        self._placement: tuple[int, int, int, tuple[int, ...], int, int] = (0, 0, 0, (), 0, 0)
+        self._placed = threading.Event()
+        self._final: ReceiveScheduling | None = None
         self._epoll = select.epoll()
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._stop_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -172,10 +188,49 @@ class ReceiveThread:
             target=self._run, name="mlpe-fast receive", daemon=True
         )
         self._thread.start()
+        self._placed.wait()
 
     @property
     def running(self) -> bool:
         return self._thread is not None
+
+    def scheduling(self) -> ReceiveScheduling:
+        """What the thread got and how it ran so far (until it stopped)."""
+        if self._final is not None:
+            return self._final
+        tid, policy, priority, cpus, sched_error, affinity_error = self._placement
+        return scheduling_of(
+            tid=tid,
+            policy=policy,
+            priority=priority,
+            cpus=cpus,
+            sched_error=sched_error,
+            affinity_error=affinity_error,
+            asked_priority=self._asked[0],
+            asked_cpus=self._asked[1],
+            interpreter_free=False,
+        )
+
+    def _place(self) -> None:
+        """T7, on the thread itself."""
+        tid = threading.get_native_id()
+        priority, cpus = self._asked
+        sched_error = affinity_error = 0
+        if cpus:
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError as error:
+                affinity_error = error.errno or errno.EINVAL
+        if priority > 0:
+            try:  # EPERM without the right to it: the thread runs on as it was
+                os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(priority))
+            except OSError as error:
+                sched_error = error.errno or errno.EPERM
+        policy = os.sched_getscheduler(tid)
+        got = os.sched_getparam(tid).sched_priority
+        kind = {os.SCHED_OTHER: 0, os.SCHED_FIFO: 1, os.SCHED_RR: 2}.get(policy, 3)
+        allowed = tuple(sorted(os.sched_getaffinity(tid)))
+        self._placement = (tid, kind, got, allowed, sched_error, affinity_error)
 
     def add(self, core: SocketReader, sock: socket.socket) -> _Registration:
         registration = _Registration(core, sock)
@@ -238,6 +293,7 @@ class ReceiveThread:
         thread, self._thread = self._thread, None
         if thread is None:
             return
+        self._final = self.scheduling()  # the thread's counters end with it
         os.eventfd_write(self._stop_fd, 1)
         thread.join()
         self._epoll.close()
@@ -245,6 +301,10 @@ class ReceiveThread:
         os.close(self._stop_fd)
 
     def _run(self) -> None:
+        try:
+            self._place()
+        finally:
+            self._placed.set()
         while True:
             try:
                 events = self._epoll.poll()

@@ -18,6 +18,26 @@ With the kernel's arrival stamps (``RequestRecord.kernel_stamps``) a fourth:
   the socket before the client read it.  This is the error read-time stamps
   would have had; the metrics use the arrival stamps, so it is not in them.
 
+Whether the tail of the first-token figures can be trusted:
+
+* first reads that held the next token -- a read carries the stamp of its
+  newest data (``csrc/mlpe_rxstamp.h`` K2), so a first token read together
+  with the next one carries the next one's stamp (``t_second ==
+  t_first``: one read completed both).  That happens when the reader is
+  late (a busy machine, a niced background build on the client's cores, the
+  receive thread waiting for a core), or when the endpoint sent both in one
+  segment (then the stamp is their arrival, and true).  Past 1 % of the
+  first reads the p99 of TTFT may be a later token's time, and the verdict
+  says it is not to be trusted, unless the reader was provably prompt: a
+  real-time receive thread that never waits for the interpreter, preempted
+  fewer times than there were such reads (each arrival woke it at once).
+  Over HTTP/2 a read also holds other streams' frames; the count covers a
+  stream's own next token only.
+* the receive thread -- the policy, priority and CPUs it got
+  (``--receive-priority``, ``--receive-cpu``; ``engine/rx_sched.py``), how
+  long it waited for a core per wake-up (run-queue delay, schedstat) and
+  how often it was preempted (involuntary context switches).
+
 A point run on several engine processes (``scale/``) is audited over all of
 them: loop lags pooled, CPU summed (engines and the driver), and an
 ``engines`` row with the split, the start skew and lease stalls.
@@ -28,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -38,11 +58,24 @@ from ._receive import ArrivalClock
 from .clock import monotonic_ns
 from .record import RequestRecord
 from .replicas import Replicas
+from .rx_sched import ReceiveScheduling, cpu_list
 
 if TYPE_CHECKING:
     from .client import Client
 
-__all__ = ("Audit", "ClientTotals", "ClockMapFigures", "LoopLagProbe", "audit_records")
+__all__ = (
+    "COALESCED_TRUST_SHARE",
+    "Audit",
+    "ClientTotals",
+    "ClockMapFigures",
+    "LoopLagProbe",
+    "audit_records",
+)
+
+#: Past this share of first reads that also held the next token, the p99 of
+#: TTFT may be a later token's time: 1 % of the first tokens is the top
+#: percentile.
+COALESCED_TRUST_SHARE = 0.01
 
 
 class ClockMapFigures(msgspec.Struct, frozen=True, gc=False):
@@ -68,6 +101,9 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
     #: any client took to open them (``Client.warm_up``).
     warmed_connections: int = 0
     warm_up_ns: int = 0
+    #: Every receive thread's placement and scheduler counters (one per
+    #: client that ran one: replicas and engines add theirs).
+    receive_threads: tuple[ReceiveScheduling, ...] = ()
 
     @classmethod
     def of(cls, client: Client | Replicas) -> ClientTotals:
@@ -77,6 +113,7 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
             first, *rest = client.members
             return cls.of(first).plus(*(cls.of(member) for member in rest))
         clock = client.arrival_clock
+        scheduling = client.receive_scheduling
         return cls(
             connections_opened=client.connections_opened,
             connect_ns_total=client.connect_ns_total,
@@ -87,6 +124,7 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
             clock_map=None if clock is None else ClockMapFigures(clock.error_ns, clock.steps),
             warmed_connections=client.warmed_connections,
             warm_up_ns=client.warm_up_ns,
+            receive_threads=() if scheduling is None else (scheduling,),
         )
 
     def plus(self, *others: ClientTotals) -> ClientTotals:
@@ -107,6 +145,7 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
                 else None,
                 total.warmed_connections + other.warmed_connections,
                 max(total.warm_up_ns, other.warm_up_ns),  # side by side, not one after another
+                total.receive_threads + other.receive_threads,
             )
         return total
 
@@ -154,6 +193,18 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     lease_wait_ms: float = 0.0
     duplicate_queries: int = 0
     verdict: str = ""
+    #: The receive threads' placement (one line), their run-queue wait per
+    #: wake-up and their involuntary switches, summed over threads.
+    receive_thread: str = ""
+    receive_threads: list[ReceiveScheduling] = msgspec.field(default_factory=list)
+    receive_wait_us_per_wakeup: float = 0.0
+    receive_wakeups: int = 0
+    receive_involuntary_switches: int = 0
+    #: Records with a first and a second token, and those whose first read
+    #: held both (module doc); the verdict on the tail of TTFT.
+    first_reads: int = 0
+    first_reads_with_next: int = 0
+    tail_verdict: str = ""
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -171,7 +222,14 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
             ),
             "connections opened": self._connections(),
             "receive stamps": self._stamps(),
+            "receive thread": self._receive_thread(),
         }
+        if self.first_reads:
+            share = self.first_reads_with_next / self.first_reads
+            rows["first reads holding the next token"] = (
+                f"{self.first_reads_with_next:,} of {self.first_reads:,} ({share:.1%}); "
+                f"{self.tail_verdict}"
+            )
         if self.engines > 1:
             shares = " + ".join(str(c) for c in self.engine_concurrency)
             rows["engines"] = (
@@ -196,6 +254,15 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                 f"{self.read_lag_first_max_ms:.3f} / {self.read_lag_done_max_ms:.3f} ms"
             )
         return rows
+
+    def _receive_thread(self) -> str:
+        if not self.receive_threads:
+            return self.receive_thread
+        return (
+            f"{self.receive_thread}; waited {self.receive_wait_us_per_wakeup:,.2f} µs for a core "
+            f"per wake-up ({self.receive_wakeups:,} wake-ups), "
+            f"{self.receive_involuntary_switches:,} involuntary switches"
+        )
 
     def _stamps(self) -> str:
         if self.receive_stamps == "read":
@@ -270,6 +337,71 @@ def _percentile_ms(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q, method="lower")) / 1e6
 
 
+def _placement(thread: ReceiveScheduling) -> str:
+    """One thread's placement: ``SCHED_FIFO 10, CPUs 0-1`` and what was refused."""
+    if thread.policy == "unsupported":
+        return "no real-time policy or pin on this system"
+    policy = {
+        "fifo": f"SCHED_FIFO {thread.priority}",
+        "rr": f"SCHED_RR {thread.priority}",
+        "normal": "normal policy",
+    }.get(thread.policy, "an inherited non-real-time policy")
+    if thread.refused:
+        policy += f" (refused {thread.refused})"
+    elif thread.policy == "normal" and not thread.asked_priority:
+        policy += " (--receive-priority off)"
+    pinned = " pinned" if thread.asked_cpus and not thread.refused.startswith("CPUs") else ""
+    return f"{policy}, CPUs {cpu_list(thread.cpus)}{pinned}"
+
+
+def _receive_line(threads: Sequence[ReceiveScheduling], arrival_clock: object, tls: bool) -> str:
+    if not threads:
+        if arrival_clock is None:
+            return "none (--receive-stamps read: the loop reads)"
+        if tls:
+            return "none (TLS connections are read on the event loop)"
+        return "none (the event loop reads)"
+    placements: dict[str, int] = {}
+    for thread in threads:
+        line = _placement(thread)
+        placements[line] = placements.get(line, 0) + 1
+    if len(threads) == 1:
+        return next(iter(placements))
+    return "; ".join(f"{n} x {line}" for line, n in placements.items())
+
+
+def _tail_verdict(
+    first_reads: int, with_next: int, threads: Sequence[ReceiveScheduling], wait_us: float
+) -> str:
+    """Whether the TTFT tail holds; the reasons are in the module doc."""
+    if not first_reads:
+        return ""
+    share = with_next / first_reads
+    if share <= COALESCED_TRUST_SHARE:
+        return "TTFT tail to be trusted"
+    preempted = sum(t.involuntary_switches for t in threads)
+    prompt = all(t.policy in ("fifo", "rr") and t.interpreter_free for t in threads)
+    if threads and prompt and preempted < with_next:
+        # A real-time thread that never waits for the interpreter runs as
+        # soon as data arrives, and it was taken off its core fewer times
+        # than there are such reads: it read each segment as it came, so
+        # the tokens came in one segment and the stamp is their arrival.
+        return (
+            f"TTFT tail to be trusted: the endpoint sent {share:.1%} of first tokens together "
+            f"with the next (the receive thread is real-time, {preempted:,} involuntary switches)"
+        )
+    which = "p50 and p99" if share > 0.5 else "p99"
+    cause = "sent together by the endpoint, or read late"
+    if threads:
+        cause += f"; the receive thread waited {wait_us:,.2f} µs for a core per wake-up"
+        if not all(t.policy in ("fifo", "rr") for t in threads):
+            cause += "; --receive-priority auto where permitted, or free a core"
+    return (
+        f"TTFT {which} NOT to be trusted: {share:.1%} of first tokens carry the stamp of a "
+        f"later one ({cause})"
+    )
+
+
 def audit_records(
     records: Iterable[RequestRecord],
     lags_ns: array[int],
@@ -285,6 +417,7 @@ def audit_records(
     kernel_stamped_connections: int = 0,
     warmed_connections: int = 0,
     warm_up_ns: int = 0,
+    receive_threads: Sequence[ReceiveScheduling] = (),
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.
 
@@ -301,8 +434,13 @@ def audit_records(
     requests = 0
     kernel = stamped = 0
     with_setup = 0
+    first_reads = with_next = 0
     for record in records:
         requests += 1
+        response = record.response
+        if response.t_first is not None and response.t_second is not None:
+            first_reads += 1
+            with_next += response.t_second == response.t_first
         events += record.response.events
         with_setup += record.connect_ns > 0
         late.append(record.t_issue - record.t_sched)
@@ -329,6 +467,9 @@ def audit_records(
         stamps = "read" if not kernel else "kernel" if kernel == stamped else "mixed"
     else:
         stamps = "kernel" if kernel_stamped_connections else "read"
+    threads = list(receive_threads)
+    wakeups = sum(t.timeslices for t in threads)
+    wait_us = sum(t.run_delay_ns for t in threads) / 1e3 / wakeups if wakeups else 0.0
     return Audit(
         loop_lag_p50_ms=_percentile_ms(lags, 50),
         loop_lag_p99_ms=_percentile_ms(lags, 99),
@@ -361,4 +502,12 @@ def audit_records(
         read_lag_done_max_ms=float(done_lags.max()) / 1e6 if done_lags.size else 0.0,
         clock_map_error_us=arrival_clock.error_ns / 1e3 if arrival_clock is not None else 0.0,
         clock_steps=arrival_clock.steps if arrival_clock is not None else 0,
+        receive_thread=_receive_line(threads, arrival_clock, tls_handshakes > 0),
+        receive_threads=threads,
+        receive_wait_us_per_wakeup=wait_us,
+        receive_wakeups=wakeups,
+        receive_involuntary_switches=sum(t.involuntary_switches for t in threads),
+        first_reads=first_reads,
+        first_reads_with_next=with_next,
+        tail_verdict=_tail_verdict(first_reads, with_next, threads, wait_us),
     )

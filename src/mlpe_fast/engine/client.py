@@ -55,6 +55,7 @@ from .exchange import Exchange
 from .framing import RequestFraming
 from .pool import ConnectionPool, InFlight
 from .record import RequestRecord
+from .rx_sched import MAX_PRIORITY, ReceiveScheduling
 
 __all__ = ("Client", "ClientConfigError", "EndpointUnreachable")
 
@@ -110,6 +111,12 @@ class Client:
         receive_thread: with ``kernel_stamps``, read those connections on a
             thread of their own (compiled core, Linux) so that every read
             is prompt whatever the interpreter is doing (see the module doc).
+        receive_priority: the receive thread asks for SCHED_FIFO at this
+            priority (1-99) for itself, and runs on under the normal policy
+            where the system refuses; 0 leaves its policy as inherited
+            (``engine/rx_sched.py``).
+        receive_cpus: the CPUs the receive thread runs on (empty: wherever
+            the process may).
     """
 
     def __init__(
@@ -131,6 +138,8 @@ class Client:
         insecure: bool = False,
         kernel_stamps: bool = True,
         receive_thread: bool = True,
+        receive_priority: int = 0,
+        receive_cpus: tuple[int, ...] = (),
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
@@ -163,6 +172,12 @@ class Client:
         ):
             if value is not None and not value > 0:
                 raise ClientConfigError(f"{name} must be a positive number of seconds, not {value}")
+        if not 0 <= receive_priority <= MAX_PRIORITY:
+            raise ClientConfigError(
+                f"receive_priority must be 0 (off) to {MAX_PRIORITY}, not {receive_priority}"
+            )
+        if any(cpu < 0 for cpu in receive_cpus):
+            raise ClientConfigError(f"receive_cpus must be CPU numbers, not {receive_cpus}")
         if max_connections is not None and max_connections < 1:
             raise ClientConfigError(f"max_connections must be at least 1, not {max_connections}")
         if dialect not in DIALECTS:
@@ -176,6 +191,8 @@ class Client:
         self.warm_up_ns = 0
         self.kernel_stamps = kernel_stamps
         self.receive_thread = receive_thread
+        self.receive_priority = receive_priority
+        self.receive_cpus = tuple(receive_cpus)
         self.base_url = base_url
         self._api_key = api_key
         self.host = parts.hostname
@@ -226,6 +243,8 @@ class Client:
             arrival_clock=ArrivalClock() if self.kernel_stamps else None,
             # Over TLS the loop's transport reads (dial): no thread to start.
             receive_thread=self.receive_thread and self._endpoint.tls is None,
+            receive_priority=self.receive_priority,
+            receive_cpus=self.receive_cpus,
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:
@@ -416,6 +435,14 @@ class Client:
         seen), or None without kernel stamps."""
         pool = self._pool or self._closed_pool
         return None if pool is None else pool.arrival_clock
+
+    @property
+    def receive_scheduling(self) -> ReceiveScheduling | None:
+        """What the receive thread got (policy, priority, CPUs) and how it
+        ran; None when no thread read (TLS, no kernel stamps, no epoll, or
+        no connection opened yet)."""
+        pool = self._pool or self._closed_pool
+        return None if pool is None else pool.receive_scheduling
 
     # -- internals ------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from .dial import Dialed, DialError, Endpoint, dial
 from .exchange import Exchange
 from .framing import RequestFraming
 from .h2 import H2Connection
+from .rx_sched import ReceiveScheduling
 
 __all__ = ("STREAMS_BEFORE_SETTINGS", "ConnectionPool", "InFlight")
 
@@ -80,6 +81,8 @@ class ConnectionPool:
         max_connections: int | None = None,
         arrival_clock: ArrivalClock | None = None,
         receive_thread: bool = False,
+        receive_priority: int = 0,
+        receive_cpus: tuple[int, ...] = (),
     ) -> None:
         self.endpoint = endpoint
         # Given, cleartext connections read with the kernel's arrival stamps
@@ -89,6 +92,10 @@ class ConnectionPool:
         self.arrival_clock = arrival_clock
         self._want_receiver = receive_thread and arrival_clock is not None
         self.receiver: ReceiveThread | None = None
+        # How the thread asks to be scheduled (rx_sched, T7), and what it
+        # got and how it ran, kept when it stops.
+        self._receive_placement = (receive_priority, receive_cpus)
+        self._receive_scheduling: ReceiveScheduling | None = None
         self._receiver_loop: asyncio.AbstractEventLoop | None = None
         # Linux turns receive stamping on for the whole system a moment after
         # the first socket asks (a deferred switch), so the first packets of
@@ -373,6 +380,14 @@ class ConnectionPool:
             if self._receiver_loop is not None:
                 self._receiver_loop.remove_reader(receiver.wake_fd)
             receiver.stop()
+            self._receive_scheduling = receiver.scheduling()
+
+    @property
+    def receive_scheduling(self) -> ReceiveScheduling | None:
+        """What the receive thread got and how it ran (None: no thread)."""
+        if self.receiver is not None:
+            return self.receiver.scheduling()
+        return self._receive_scheduling
 
     def _dial_options(self) -> tuple[ArrivalClock | None, ReceiveThread | None]:
         """The stamping a dial takes.  The first dial starts the receive
@@ -383,7 +398,7 @@ class ConnectionPool:
         if self._want_receiver:
             self._want_receiver = False
             try:
-                receiver = ReceiveThread()
+                receiver = ReceiveThread(*self._receive_placement)
             except OSError:  # no epoll here: the loop reads (and stamps)
                 pass
             else:

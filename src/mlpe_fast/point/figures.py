@@ -264,6 +264,7 @@ def _audit(measured: Measured, client: ClientTotals) -> Audit:
         kernel_stamped_connections=client.kernel_stamped_connections,
         warmed_connections=client.warmed_connections,
         warm_up_ns=client.warm_up_ns,
+        receive_threads=client.receive_threads,
     )
     return audit if measured.engines is None else audit_engines(audit, measured.engines)
 

@@ -85,6 +85,8 @@ _FLAGS: dict[tuple[str, ...], str] = {
     ("mlpe_fast", "reset_prefix_cache"): "--reset-prefix-cache",
     ("mlpe_fast", "send_max_tokens"): "--send-max-tokens",
     ("mlpe_fast", "receive_stamps"): "--receive-stamps",
+    ("mlpe_fast", "receive_priority"): "--receive-priority",
+    ("mlpe_fast", "receive_cpu"): "--receive-cpu",
     ("mlpe_fast", "engines"): "--engines",
     ("mlpe_fast", "min_streams_per_engine"): "--min-streams-per-engine",
     ("mlpe_fast", "ray"): "--ray",
