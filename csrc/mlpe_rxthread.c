@@ -14,9 +14,13 @@
 #include "mlpe_clock.h"
 #include "mlpe_rxstamp.h"
 
-/* One read takes at most this much: a token event is tens of bytes, a
- * burst of a busy stream a few KiB. */
+/* One read takes at most this much, into the thread's own scratch space; a
+ * connection's batch then holds only the bytes read (a token event is tens
+ * of bytes, a burst of a busy stream a few KiB), not a read's room each. */
 #define READ_SPACE (64u << 10)
+/* A batch's first storage: grown by doubling to what waits (T3's cap). */
+#define FIRST_SPACE 1024u
+#define FIRST_CHUNKS 8u
 #define STOP_EVENT UINT64_MAX
 
 void mlpe_rxbatch_free(mlpe_rxbatch *b) {
@@ -35,6 +39,23 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
     mlpe_rxbatch_free(&c->pending);
 }
 
+void mlpe_rxbatch_shrink(mlpe_rxbatch *b) {
+    if (b->cap > MLPE_RXBATCH_KEEP_BYTES) {
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+    }
+    if (b->cap_chunks > MLPE_RXBATCH_KEEP_CHUNKS) {
+        free(b->chunks);
+        b->chunks = NULL;
+        b->n_chunks = b->cap_chunks = 0;
+    }
+}
+
+size_t mlpe_rxbatch_bytes(const mlpe_rxbatch *b) {
+    return b->cap + b->cap_chunks * sizeof *b->chunks;
+}
+
 #if defined(__linux__)
 #include <pthread.h>
 #include <sys/epoll.h>
@@ -43,7 +64,7 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
 
 static int reserve(mlpe_rxbatch *b, size_t bytes) {
     if (b->cap - b->len < bytes) {
-        size_t cap = b->cap ? b->cap : READ_SPACE;
+        size_t cap = b->cap ? b->cap : FIRST_SPACE;
         while (cap - b->len < bytes)
             cap *= 2;
         uint8_t *data = realloc(b->data, cap);
@@ -53,7 +74,7 @@ static int reserve(mlpe_rxbatch *b, size_t bytes) {
         b->cap = cap;
     }
     if (b->n_chunks == b->cap_chunks) {
-        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : 16;
+        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : FIRST_CHUNKS;
         mlpe_rxchunk *chunks = realloc(b->chunks, cap * sizeof *chunks);
         if (!chunks)
             return -ENOMEM;
@@ -71,6 +92,7 @@ struct mlpe_rxthread {
     uint32_t n_slots;
     uint32_t next_generation;
     mlpe_rxconn *ready_head, *ready_tail;
+    uint8_t *scratch; /* READ_SPACE bytes: every read lands here first */
 };
 
 static uint64_t key_of(const mlpe_rxconn *c) {
@@ -102,16 +124,17 @@ static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
         c->paused = 1;
         return 0;
     }
-    int err = reserve(b, READ_SPACE);
-    if (err) {
-        b->error = -err;
-        unwatch(t, c);
-        return 1;
-    }
     int64_t t_realtime;
-    int64_t n = mlpe_rxstamp_recv(c->fd, b->data + b->len, READ_SPACE, &t_realtime);
+    int64_t n = mlpe_rxstamp_recv(c->fd, t->scratch, READ_SPACE, &t_realtime);
     int64_t t_read = mlpe_monotonic_ns();
     if (n > 0) {
+        int err = reserve(b, (size_t)n);
+        if (err) { /* the bytes read are lost: the loop hears a read error */
+            b->error = -err;
+            unwatch(t, c);
+            return 1;
+        }
+        memcpy(b->data + b->len, t->scratch, (size_t)n);
         mlpe_rxchunk *chunk = &b->chunks[b->n_chunks++];
         chunk->len = (uint32_t)n;
         chunk->t_realtime = t_realtime;
@@ -182,9 +205,14 @@ mlpe_rxthread *mlpe_rxthread_start(int *error) {
         *error = -ENOMEM;
         return NULL;
     }
+    t->scratch = malloc(READ_SPACE);
     t->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     t->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!t->scratch) {
+        errno = ENOMEM;
+        goto fail;
+    }
     if (t->epoll_fd < 0 || t->wake_fd < 0 || t->stop_fd < 0)
         goto fail;
     struct epoll_event stop = {0};
@@ -209,6 +237,7 @@ fail:
         close(t->wake_fd);
     if (t->stop_fd >= 0)
         close(t->stop_fd);
+    free(t->scratch);
     free(t);
     return NULL;
 }
@@ -223,7 +252,15 @@ void mlpe_rxthread_stop(mlpe_rxthread *t) {
     close(t->wake_fd);
     close(t->stop_fd);
     free(t->slots);
+    free(t->scratch);
     free(t);
+}
+
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c) {
+    pthread_mutex_lock(&t->lock);
+    size_t bytes = mlpe_rxbatch_bytes(&c->pending);
+    pthread_mutex_unlock(&t->lock);
+    return bytes;
 }
 
 int mlpe_rxthread_wake_fd(const mlpe_rxthread *t) {
@@ -371,6 +408,11 @@ int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch) {
     (void)c;
     (void)batch;
     return -EOPNOTSUPP;
+}
+
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c) {
+    (void)t;
+    return mlpe_rxbatch_bytes(&c->pending);
 }
 
 #endif

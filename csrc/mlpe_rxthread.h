@@ -29,6 +29,14 @@
  *      reports a reset socket's EPOLLERR and EPOLLHUP whatever the mask.
  *  T4. mlpe_rxthread_take swaps a connection's chunks into the caller's
  *      mlpe_rxbatch (the loop's own copy, read without the lock).
+ *  T7. Storage follows what waits, not what a read could hold: a read lands
+ *      in the thread's scratch space (one per thread) and its bytes are
+ *      appended to the connection's batch, whose storage grows by doubling
+ *      from 1 KiB.  Once the loop has fed a batch, mlpe_rxbatch_shrink
+ *      frees storage above MLPE_RXBATCH_KEEP_BYTES (and chunk tables above
+ *      MLPE_RXBATCH_KEEP_CHUNKS), so an idle connection holds at most that
+ *      much twice (its pending batch and the loop's), whatever burst it
+ *      once received.
  *  T5. mlpe_rxthread_remove unregisters a connection; once it returns the
  *      thread never touches the connection again and the caller may free
  *      it (connections are found through a slot table and a generation
@@ -46,6 +54,9 @@
 #include <stdint.h>
 
 #define MLPE_RXCONN_MAX_PENDING (4u << 20)
+/* T7: what a fed batch keeps for the next one (a few reads of a stream). */
+#define MLPE_RXBATCH_KEEP_BYTES (8u << 10)
+#define MLPE_RXBATCH_KEEP_CHUNKS 64u
 
 typedef struct {
     uint32_t len;
@@ -92,5 +103,11 @@ mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t);
 /* T4: batch's storage is reused; returns 0 or -ENOMEM. */
 int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch);
 void mlpe_rxbatch_free(mlpe_rxbatch *b);
+/* T7: frees storage above the keep limits (the batch must be fed). */
+void mlpe_rxbatch_shrink(mlpe_rxbatch *b);
+/* Bytes of storage a batch holds (data and chunk table). */
+size_t mlpe_rxbatch_bytes(const mlpe_rxbatch *b);
+/* Bytes of storage c's pending batch holds, read under the lock. */
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c);
 
 #endif /* MLPE_RXTHREAD_H */

@@ -1,6 +1,7 @@
 import socket
 from typing import Any
 
+KEEP_BYTES: int
 READ_SIZE: int
 RESAMPLE_NS: int
 
@@ -26,6 +27,7 @@ class SocketReader:
     last_read_kernel: bool
     on_received: Any
     threaded: bool
+    buffer_bytes: int
     def attach_socket(
         self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
     ) -> bool: ...

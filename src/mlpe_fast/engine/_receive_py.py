@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 __all__ = (
+    "KEEP_BYTES",
     "READ_SIZE",
     "RESAMPLE_NS",
     "ArrivalClock",
@@ -41,7 +42,8 @@ __all__ = (
 
 # 256 KiB: a read drains what the kernel holds for the socket (the default
 # Linux receive buffer autotunes up to a few MiB, but a busy stream holds
-# tens of KiB between two loop iterations).
+# tens of KiB between two loop iterations).  One such space per thread, not
+# per connection (_read_space): a read is fed whole before the next one.
 READ_SIZE = 256 << 10
 
 monotonic_ns = time.monotonic_ns
@@ -128,6 +130,23 @@ def _kernel_stamp(ancillary: list[tuple[int, int, bytes]]) -> int:
 # mlpe_rxthread.h: one read's room and the most bytes that wait per socket.
 _THREAD_READ_SPACE = 64 << 10
 MAX_PENDING = 4 << 20
+# T7: the most a fed batch keeps for the next one, data and chunk table
+# (8 KiB and 64 chunks of 24 bytes); this twin keeps none (a read is a bytes).
+KEEP_BYTES = (8 << 10) + 64 * 24
+
+_read_spaces = threading.local()
+
+
+def _read_space() -> memoryview:
+    """This thread's read space: what the loop reads a socket into (a
+    transport's ``get_buffer``, a loop read).  Each read is fed whole, and
+    the decoders copy what they keep, before the loop reads again, so the
+    connections of one loop share one space: an idle connection holds no
+    read room of its own."""
+    space: memoryview | None = getattr(_read_spaces, "space", None)
+    if space is None:
+        space = _read_spaces.space = memoryview(bytearray(READ_SIZE))
+    return space
 
 
 class _Received:
@@ -204,6 +223,11 @@ class ReceiveThread:
                     pass
             registration.watched = False
             registration.paused = False
+
+    def held(self, registration: _Registration) -> int:
+        """The bytes waiting for the loop on ``registration``."""
+        with self._lock:
+            return registration.pending.size
 
     def take(self, registration: _Registration) -> _Received:
         """T4: what was read of the socket so far."""
@@ -304,8 +328,7 @@ class SocketReader:
     stamp) and ``t_read`` when the data was read."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
+        self._view_space: memoryview | None = None
         self.last_read_ns = 0
         self.last_read_kernel = False
         self._floor = 0
@@ -349,6 +372,24 @@ class SocketReader:
     def _received(self) -> None:
         if self._registration is not None and self.on_received is not None:
             self.on_received()
+
+    @property
+    def _view(self) -> memoryview:
+        """The read space, this thread's, taken at the first read."""
+        if self._view_space is None:
+            self._view_space = _read_space()
+        return self._view_space
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Bytes of read storage this connection holds of its own: what the
+        receive thread read and the loop has not taken (the compiled core
+        counts its storage, at most twice KEEP_BYTES once fed, T7); the
+        thread's read space is shared and not counted."""
+        registration, receiver = self._registration, self._receiver
+        if registration is None or receiver is None:
+            return 0
+        return receiver.held(registration)
 
     def read_socket(self) -> int:
         """One read from the attached socket, fed like :meth:`buffer_updated`
