@@ -14,9 +14,13 @@
 #include "mlpe_clock.h"
 #include "mlpe_rxstamp.h"
 
-/* One read takes at most this much: a token event is tens of bytes, a
- * burst of a busy stream a few KiB. */
+/* One read takes at most this much, into the thread's own scratch space; a
+ * connection's batch then holds only the bytes read (a token event is tens
+ * of bytes, a burst of a busy stream a few KiB), not a read's room each. */
 #define READ_SPACE (64u << 10)
+/* A batch's first storage: grown by doubling to what waits (T3's cap). */
+#define FIRST_SPACE 1024u
+#define FIRST_CHUNKS 8u
 #define STOP_EVENT UINT64_MAX
 
 void mlpe_rxbatch_free(mlpe_rxbatch *b) {
@@ -35,6 +39,23 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
     mlpe_rxbatch_free(&c->pending);
 }
 
+void mlpe_rxbatch_shrink(mlpe_rxbatch *b) {
+    if (b->cap > MLPE_RXBATCH_KEEP_BYTES) {
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+    }
+    if (b->cap_chunks > MLPE_RXBATCH_KEEP_CHUNKS) {
+        free(b->chunks);
+        b->chunks = NULL;
+        b->n_chunks = b->cap_chunks = 0;
+    }
+}
+
+size_t mlpe_rxbatch_bytes(const mlpe_rxbatch *b) {
+    return b->cap + b->cap_chunks * sizeof *b->chunks;
+}
+
 #if defined(__linux__)
 #include <pthread.h>
 #include <sched.h>
@@ -45,7 +66,7 @@ void mlpe_rxconn_free(mlpe_rxconn *c) {
 
 static int reserve(mlpe_rxbatch *b, size_t bytes) {
     if (b->cap - b->len < bytes) {
-        size_t cap = b->cap ? b->cap : READ_SPACE;
+        size_t cap = b->cap ? b->cap : FIRST_SPACE;
         while (cap - b->len < bytes)
             cap *= 2;
         uint8_t *data = realloc(b->data, cap);
@@ -55,7 +76,7 @@ static int reserve(mlpe_rxbatch *b, size_t bytes) {
         b->cap = cap;
     }
     if (b->n_chunks == b->cap_chunks) {
-        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : 16;
+        size_t cap = b->cap_chunks ? b->cap_chunks * 2 : FIRST_CHUNKS;
         mlpe_rxchunk *chunks = realloc(b->chunks, cap * sizeof *chunks);
         if (!chunks)
             return -ENOMEM;
@@ -69,7 +90,7 @@ struct mlpe_rxthread {
     pthread_t thread;
     int epoll_fd, wake_fd, stop_fd;
     mlpe_rxthread_options options;
-    mlpe_rxthread_placement placement; /* T7: the thread's, then read-only */
+    mlpe_rxthread_placement placement; /* T8: the thread's, then read-only */
     int placed;                        /* under lock, signalled on placed_cond */
     pthread_cond_t placed_cond;
     pthread_mutex_t lock;
@@ -77,6 +98,7 @@ struct mlpe_rxthread {
     uint32_t n_slots;
     uint32_t next_generation;
     mlpe_rxconn *ready_head, *ready_tail;
+    uint8_t *scratch; /* READ_SPACE bytes: every read lands here first */
 };
 
 static uint64_t key_of(const mlpe_rxconn *c) {
@@ -108,16 +130,17 @@ static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
         c->paused = 1;
         return 0;
     }
-    int err = reserve(b, READ_SPACE);
-    if (err) {
-        b->error = -err;
-        unwatch(t, c);
-        return 1;
-    }
     int64_t t_realtime;
-    int64_t n = mlpe_rxstamp_recv(c->fd, b->data + b->len, READ_SPACE, &t_realtime);
+    int64_t n = mlpe_rxstamp_recv(c->fd, t->scratch, READ_SPACE, &t_realtime);
     int64_t t_read = mlpe_monotonic_ns();
     if (n > 0) {
+        int err = reserve(b, (size_t)n);
+        if (err) { /* the bytes read are lost: the loop hears a read error */
+            b->error = -err;
+            unwatch(t, c);
+            return 1;
+        }
+        memcpy(b->data + b->len, t->scratch, (size_t)n);
         mlpe_rxchunk *chunk = &b->chunks[b->n_chunks++];
         chunk->len = (uint32_t)n;
         chunk->t_realtime = t_realtime;
@@ -137,7 +160,7 @@ static int read_one(mlpe_rxthread *t, mlpe_rxconn *c) {
     return 1;
 }
 
-/* T7: called by the thread on itself, before its first epoll_wait. */
+/* T8: called by the thread on itself, before its first epoll_wait. */
 static void place(mlpe_rxthread *t) {
     mlpe_rxthread_placement *p = &t->placement;
     const mlpe_rxthread_options *o = &t->options;
@@ -231,9 +254,14 @@ mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *er
     }
     if (options)
         t->options = *options;
+    t->scratch = malloc(READ_SPACE);
     t->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
     t->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     t->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (!t->scratch) {
+        errno = ENOMEM;
+        goto fail;
+    }
     if (t->epoll_fd < 0 || t->wake_fd < 0 || t->stop_fd < 0)
         goto fail;
     struct epoll_event stop = {0};
@@ -254,7 +282,7 @@ mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *er
         errno = err;
         goto fail;
     }
-    pthread_mutex_lock(&t->lock); /* T7: the placement is known on return */
+    pthread_mutex_lock(&t->lock); /* T8: the placement is known on return */
     while (!t->placed)
         pthread_cond_wait(&t->placed_cond, &t->lock);
     pthread_mutex_unlock(&t->lock);
@@ -267,6 +295,7 @@ fail:
         close(t->wake_fd);
     if (t->stop_fd >= 0)
         close(t->stop_fd);
+    free(t->scratch);
     free(t);
     return NULL;
 }
@@ -282,7 +311,15 @@ void mlpe_rxthread_stop(mlpe_rxthread *t) {
     close(t->wake_fd);
     close(t->stop_fd);
     free(t->slots);
+    free(t->scratch);
     free(t);
+}
+
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c) {
+    pthread_mutex_lock(&t->lock);
+    size_t bytes = mlpe_rxbatch_bytes(&c->pending);
+    pthread_mutex_unlock(&t->lock);
+    return bytes;
 }
 
 int mlpe_rxthread_wake_fd(const mlpe_rxthread *t) {
@@ -440,6 +477,11 @@ int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch) {
     (void)c;
     (void)batch;
     return -EOPNOTSUPP;
+}
+
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c) {
+    (void)t;
+    return mlpe_rxbatch_bytes(&c->pending);
 }
 
 #endif

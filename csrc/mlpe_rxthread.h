@@ -29,13 +29,21 @@
  *      reports a reset socket's EPOLLERR and EPOLLHUP whatever the mask.
  *  T4. mlpe_rxthread_take swaps a connection's chunks into the caller's
  *      mlpe_rxbatch (the loop's own copy, read without the lock).
+ *  T7. Storage follows what waits, not what a read could hold: a read lands
+ *      in the thread's scratch space (one per thread) and its bytes are
+ *      appended to the connection's batch, whose storage grows by doubling
+ *      from 1 KiB.  Once the loop has fed a batch, mlpe_rxbatch_shrink
+ *      frees storage above MLPE_RXBATCH_KEEP_BYTES (and chunk tables above
+ *      MLPE_RXBATCH_KEEP_CHUNKS), so an idle connection holds at most that
+ *      much twice (its pending batch and the loop's), whatever burst it
+ *      once received.
  *  T5. mlpe_rxthread_remove unregisters a connection; once it returns the
  *      thread never touches the connection again and the caller may free
  *      it (connections are found through a slot table and a generation
  *      under the lock, never through a pointer an epoll event carried).
  *  T6. Every function but the thread's own body is called from one thread
  *      (the loop's); the lock orders it with the receive thread.
- *  T7. Placement: the thread, first thing, pins itself to the options' CPUs
+ *  T8. Placement: the thread, first thing, pins itself to the options' CPUs
  *      and asks for SCHED_FIFO at the options' priority, for itself only
  *      (pthread_setaffinity_np, pthread_setschedparam on pthread_self).  It
  *      may: it sleeps in epoll_wait and reads in bounded bursts, so it
@@ -56,6 +64,9 @@
 #include <stdint.h>
 
 #define MLPE_RXCONN_MAX_PENDING (4u << 20)
+/* T7: what a fed batch keeps for the next one (a few reads of a stream). */
+#define MLPE_RXBATCH_KEEP_BYTES (8u << 10)
+#define MLPE_RXBATCH_KEEP_CHUNKS 64u
 
 typedef struct {
     uint32_t len;
@@ -90,7 +101,7 @@ typedef struct mlpe_rxthread mlpe_rxthread;
  * cpu_set_t size (CPU_SETSIZE, 1,024 CPUs). */
 #define MLPE_RXCPU_WORDS 16
 
-/* T7: what the thread asks for. */
+/* T8: what the thread asks for. */
 typedef struct {
     int fifo_priority; /* 0: keep the inherited policy; 1-99: ask SCHED_FIFO at it */
     int pin;           /* nonzero: run only on the CPUs of cpus */
@@ -102,7 +113,7 @@ typedef struct {
 #define MLPE_RXPOLICY_RR 2
 #define MLPE_RXPOLICY_OTHER 3 /* SCHED_BATCH, SCHED_IDLE, ... inherited */
 
-/* T7: what the thread got. */
+/* T8: what the thread got. */
 typedef struct {
     int tid;            /* its kernel thread id (/proc/self/task/TID) */
     int policy;         /* MLPE_RXPOLICY_* */
@@ -113,7 +124,7 @@ typedef struct {
 } mlpe_rxthread_placement;
 
 /* NULL with *error set to a negative errno when the thread cannot start;
- * options NULL: no pin, the inherited policy (T7). */
+ * options NULL: no pin, the inherited policy (T8). */
 mlpe_rxthread *mlpe_rxthread_start(const mlpe_rxthread_options *options, int *error);
 const mlpe_rxthread_placement *mlpe_rxthread_placement_of(const mlpe_rxthread *t);
 void mlpe_rxthread_stop(mlpe_rxthread *t); /* also frees t */
@@ -130,5 +141,11 @@ mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t);
 /* T4: batch's storage is reused; returns 0 or -ENOMEM. */
 int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch);
 void mlpe_rxbatch_free(mlpe_rxbatch *b);
+/* T7: frees storage above the keep limits (the batch must be fed). */
+void mlpe_rxbatch_shrink(mlpe_rxbatch *b);
+/* Bytes of storage a batch holds (data and chunk table). */
+size_t mlpe_rxbatch_bytes(const mlpe_rxbatch *b);
+/* Bytes of storage c's pending batch holds, read under the lock. */
+size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c);
 
 #endif /* MLPE_RXTHREAD_H */

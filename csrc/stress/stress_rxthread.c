@@ -750,7 +750,7 @@ int main(int argc, char **argv) {
     if (mlpe_rxstamp_enable(G.listen_fd) == 0)
         sleep_ns(20 * MS);
 
-    /* T7: the thread pins itself to the CPUs the process may use (a pin
+    /* T8: the thread pins itself to the CPUs the process may use (a pin
      * that changes nothing, so the run stays the same on any machine) and
      * says so; the thread's policy is left as inherited. */
     mlpe_rxthread_options options = {0};

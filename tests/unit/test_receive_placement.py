@@ -1,4 +1,4 @@
-"""The receive thread places itself (rule T7 of ``csrc/mlpe_rxthread.h``):
+"""The receive thread places itself (rule T8 of ``csrc/mlpe_rxthread.h``):
 SCHED_FIFO at the priority asked for where the system permits it, a CPU pin,
 for that thread only, and a refusal that falls back and says so; over the
 compiled thread (``_receive_c``) and its twin (``_receive_py``).

@@ -345,7 +345,9 @@ class EventsWriter:
         recv_non_first: also write a ``sample.recv_non_first`` line per
             later content event (needs ``chunk_times`` in the records; the
             reference does this with ``stream_all_chunks``).
-        spill_bytes: memory kept before lines go to side files.
+        spill_bytes: memory kept before lines go to side files (4 MiB: the
+            lines of a few thousand queries; the memory of a run does not
+            grow with its length, issue 23).
         live: write each line to ``path`` as it is made as well (see the
             module doc); ``close`` then replaces the file with the ordered one.
 
@@ -367,7 +369,7 @@ class EventsWriter:
         streaming: bool,
         worker_id: int = 0,
         recv_non_first: bool = False,
-        spill_bytes: int = 64 << 20,
+        spill_bytes: int = 4 << 20,
         live: bool = True,
     ) -> None:
         self.path = Path(path)

@@ -202,8 +202,8 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("mlpe_fast.receive_stamps",),
     ),
     Setting(
-        # issue 23: a receive thread that waits for a core gives a first
-        # token the stamp of the next (csrc/mlpe_rxthread.h T7)
+        # a receive thread that waits for a core gives a first
+        # token the stamp of the next (csrc/mlpe_rxthread.h T8)
         name="receive_priority", convert=coerce.receive_priority,
         flags=(Flag(name="--receive-priority", group="endpoint", metavar="PRIORITY",
                     help="the receive thread's scheduling: auto (default: SCHED_FIFO 10 "

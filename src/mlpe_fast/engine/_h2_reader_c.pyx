@@ -48,6 +48,8 @@ cdef class H2ReadCore(SocketReader):
         return self.deframer.unregister(stream_id)
 
     def get_buffer(self, Py_ssize_t sizehint):
+        if self._view is None:
+            self._share_read_space()
         return self._view
 
     def buffer_updated(self, Py_ssize_t nbytes):

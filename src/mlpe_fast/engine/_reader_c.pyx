@@ -62,6 +62,8 @@ cdef class ReadCore(SocketReader):
         return t_issue
 
     def get_buffer(self, Py_ssize_t sizehint):
+        if self._view is None:
+            self._share_read_space()
         return self._view
 
     def buffer_updated(self, Py_ssize_t nbytes):

@@ -7,15 +7,15 @@ from typing import TYPE_CHECKING
 
 from .._native import USE_EXTENSIONS
 
-__all__ = ("ArrivalClock", "ReceiveThread", "enable_kernel_stamps")
+__all__ = ("KEEP_BYTES", "ArrivalClock", "ReceiveThread", "enable_kernel_stamps")
 
 if TYPE_CHECKING:  # both have the twin's interface (_receive_c.pyi)
-    from ._receive_py import ArrivalClock, ReceiveThread, enable_kernel_stamps
+    from ._receive_py import KEEP_BYTES, ArrivalClock, ReceiveThread, enable_kernel_stamps
 else:
-    from ._receive_py import ArrivalClock, ReceiveThread, enable_kernel_stamps
+    from ._receive_py import KEEP_BYTES, ArrivalClock, ReceiveThread, enable_kernel_stamps
 
     if USE_EXTENSIONS:
         try:
-            from ._receive_c import ArrivalClock, ReceiveThread
+            from ._receive_c import KEEP_BYTES, ArrivalClock, ReceiveThread
         except ImportError:  # no compiled core on this platform: the twin serves
             pass

@@ -28,6 +28,7 @@ cdef extern from "mlpe_rxthread.h" nogil:
 
     ctypedef struct mlpe_rxconn:
         void *owner
+        mlpe_rxbatch pending
         mlpe_rxconn *next_ready
 
     ctypedef struct mlpe_rxthread:
@@ -77,6 +78,7 @@ cdef class SocketReader:
     cdef const uint8_t *_data
 
     cdef _received(self)
+    cdef _share_read_space(self)
     cdef _feed_read(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read)
     cdef object _take_received(self)
     cdef int64_t _stamp_floor(self)

@@ -3,6 +3,7 @@ from typing import Any
 
 from .rx_sched import ReceiveScheduling
 
+KEEP_BYTES: int
 READ_SIZE: int
 RESAMPLE_NS: int
 
@@ -29,6 +30,7 @@ class SocketReader:
     last_read_kernel: bool
     on_received: Any
     threaded: bool
+    buffer_bytes: int
     def attach_socket(
         self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
     ) -> bool: ...

@@ -9,6 +9,7 @@ Behaviour is specified by the twin, ``_receive_py.py``.
 
 import errno
 import os
+import threading
 
 from .rx_sched import scheduling_of
 
@@ -16,7 +17,14 @@ from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.ref cimport Py_DECREF, Py_INCREF
 from libc.string cimport memset
 
-__all__ = ("READ_SIZE", "RESAMPLE_NS", "ArrivalClock", "ReceiveThread", "SocketReader")
+__all__ = (
+    "KEEP_BYTES",
+    "READ_SIZE",
+    "RESAMPLE_NS",
+    "ArrivalClock",
+    "ReceiveThread",
+    "SocketReader",
+)
 
 
 cdef extern from "mlpe_clock.h" nogil:
@@ -42,10 +50,18 @@ cdef extern from "mlpe_rxthread.h" nogil:
     mlpe_rxconn *mlpe_rxthread_take_ready(mlpe_rxthread *t)
     int mlpe_rxthread_take(mlpe_rxthread *t, mlpe_rxconn *c, mlpe_rxbatch *batch)
     void mlpe_rxbatch_free(mlpe_rxbatch *b)
+    void mlpe_rxbatch_shrink(mlpe_rxbatch *b)
+    size_t mlpe_rxbatch_bytes(const mlpe_rxbatch *b)
+    size_t mlpe_rxthread_held(mlpe_rxthread *t, mlpe_rxconn *c)
+    size_t MLPE_RXBATCH_KEEP_BYTES
+    size_t MLPE_RXBATCH_KEEP_CHUNKS
 
 
 # As in the twin.
 READ_SIZE = 256 << 10
+KEEP_BYTES = MLPE_RXBATCH_KEEP_BYTES + MLPE_RXBATCH_KEEP_CHUNKS * sizeof(mlpe_rxchunk)
+# The loop's read space, one per thread (see the twin's _read_space).
+_read_spaces = threading.local()
 RESAMPLE_NS = 1_000_000_000
 cdef int64_t _RESAMPLE_NS = RESAMPLE_NS
 cdef int _EAGAIN = errno.EAGAIN
@@ -106,7 +122,7 @@ cdef int _CPU_BITS = 16 * 64
 
 cdef class ReceiveThread:
     """A thread that reads registered sockets as data arrives, placed as
-    asked (T7; see the twin)."""
+    asked (T8; see the twin)."""
 
     def __cinit__(self, *args, **kwargs):
         self._t = NULL
@@ -195,10 +211,9 @@ cdef class SocketReader:
         memset(&self._batch, 0, sizeof(self._batch))
         self._registered = False
         self._fd = -1
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
-        # The bytearray is never resized, so its storage stays put.
-        self._data = <const uint8_t *>PyByteArray_AS_STRING(self._buffer)
+        self._buffer = None
+        self._view = None
+        self._data = NULL
 
     def __dealloc__(self):
         # Never registered here: a registered reader holds a reference to itself.
@@ -237,12 +252,34 @@ cdef class SocketReader:
         if self._registered and self.on_received is not None:
             self.on_received()
 
+    cdef _share_read_space(self):
+        """Takes this thread's read space (see the twin's ``_read_space``)."""
+        space = getattr(_read_spaces, "space", None)
+        if space is None:
+            space = _read_spaces.space = bytearray(READ_SIZE)
+        self._buffer = space
+        self._view = memoryview(space)
+        # The bytearray is never resized, so its storage stays put.
+        self._data = <const uint8_t *>PyByteArray_AS_STRING(self._buffer)
+
+    @property
+    def buffer_bytes(self):
+        """Bytes of read storage this connection holds of its own (see the twin)."""
+        cdef size_t held = mlpe_rxbatch_bytes(&self._batch)
+        if self._registered and self._receiver._t != NULL:
+            held += mlpe_rxthread_held(self._receiver._t, &self._rx)
+        else:
+            held += mlpe_rxbatch_bytes(&self._rx.pending)
+        return held
+
     def read_socket(self):
         """One read from the attached socket, or what the receive thread read
         (see the twin): the byte count, 0 at the end of the stream, or a
         negative errno."""
         if self._receiver is not None:
             return self._take_received()
+        if self._data == NULL:
+            self._share_read_space()
         cdef int64_t t_realtime = 0
         cdef int64_t n = mlpe_rxstamp_recv(self._fd, <uint8_t *>self._data, READ_SIZE, &t_realtime)
         cdef int64_t t_read = mlpe_monotonic_ns()
@@ -272,6 +309,7 @@ cdef class SocketReader:
             offset += chunk.len
             if not self._registered:  # closed by what the read completed
                 return offset
+        mlpe_rxbatch_shrink(&self._batch)  # T7: a burst's storage is not kept
         if self._batch.eof:
             return 0
         if self._batch.error:

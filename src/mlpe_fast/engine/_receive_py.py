@@ -12,13 +12,13 @@ that drives it.
 
 A read carries one kernel stamp, that of its newest data, so a loop that
 reads late gives the first token the stamp of whatever waited behind it.
-With a :class:`ReceiveThread` (``csrc/mlpe_rxthread.h``, rules T1-T6) the
+With a :class:`ReceiveThread` (``csrc/mlpe_rxthread.h``, rules T1-T8) the
 socket is read by a thread of its own as data arrives, and ``read_socket``
 feeds what that thread read, read by read, each with its own stamps.  The
 compiled thread never takes the interpreter's lock; this twin's does, so it
 has the same behaviour but not the same timing.
 
-The thread places itself first (T7, :mod:`.rx_sched`): it pins itself to
+The thread places itself first (T8, :mod:`.rx_sched`): it pins itself to
 the CPUs asked for and asks for ``SCHED_FIFO`` at the priority asked for,
 falling back quietly to what it had; Linux applies both to the thread whose
 id is given (``threading.get_native_id``), as the compiled thread's
@@ -39,6 +39,7 @@ from typing import Any
 from .rx_sched import ReceiveScheduling, scheduling_of
 
 __all__ = (
+    "KEEP_BYTES",
     "READ_SIZE",
     "RESAMPLE_NS",
     "ArrivalClock",
@@ -49,7 +50,8 @@ __all__ = (
 
 # 256 KiB: a read drains what the kernel holds for the socket (the default
 # Linux receive buffer autotunes up to a few MiB, but a busy stream holds
-# tens of KiB between two loop iterations).
+# tens of KiB between two loop iterations).  One such space per thread, not
+# per connection (_read_space): a read is fed whole before the next one.
 READ_SIZE = 256 << 10
 
 monotonic_ns = time.monotonic_ns
@@ -136,6 +138,23 @@ def _kernel_stamp(ancillary: list[tuple[int, int, bytes]]) -> int:
 # mlpe_rxthread.h: one read's room and the most bytes that wait per socket.
 _THREAD_READ_SPACE = 64 << 10
 MAX_PENDING = 4 << 20
+# T7: the most a fed batch keeps for the next one, data and chunk table
+# (8 KiB and 64 chunks of 24 bytes); this twin keeps none (a read is a bytes).
+KEEP_BYTES = (8 << 10) + 64 * 24
+
+_read_spaces = threading.local()
+
+
+def _read_space() -> memoryview:
+    """This thread's read space: what the loop reads a socket into (a
+    transport's ``get_buffer``, a loop read).  Each read is fed whole, and
+    the decoders copy what they keep, before the loop reads again, so the
+    connections of one loop share one space: an idle connection holds no
+    read room of its own."""
+    space: memoryview | None = getattr(_read_spaces, "space", None)
+    if space is None:
+        space = _read_spaces.space = memoryview(bytearray(READ_SIZE))
+    return space
 
 
 class _Received:
@@ -164,7 +183,7 @@ class _Registration:
 
 
 class ReceiveThread:
-    """A thread that reads registered sockets as data arrives (T1-T7):
+    """A thread that reads registered sockets as data arrives (T1-T8):
     ``priority`` 1-99 asks for SCHED_FIFO at it (0: the inherited policy),
     ``cpus`` pins it (empty: where the process may run)."""
 
@@ -172,7 +191,7 @@ class ReceiveThread:
         if not hasattr(select, "epoll") or not hasattr(os, "eventfd"):
             raise OSError(errno.EOPNOTSUPP, "no receive thread on this system")
         self._asked = (priority, tuple(sorted(set(cpus))))
-        # T7: (tid, policy, priority, cpus, sched errno, affinity errno),
+        # T8: (tid, policy, priority, cpus, sched errno, affinity errno),
         # written by the thread before start returns, never again.
         self._placement: tuple[int, int, int, tuple[int, ...], int, int] = (0, 0, 0, (), 0, 0)
         self._placed = threading.Event()
@@ -212,7 +231,7 @@ class ReceiveThread:
         )
 
     def _place(self) -> None:
-        """T7, on the thread itself."""
+        """T8, on the thread itself."""
         tid = threading.get_native_id()
         priority, cpus = self._asked
         sched_error = affinity_error = 0
@@ -259,6 +278,11 @@ class ReceiveThread:
                     pass
             registration.watched = False
             registration.paused = False
+
+    def held(self, registration: _Registration) -> int:
+        """The bytes waiting for the loop on ``registration``."""
+        with self._lock:
+            return registration.pending.size
 
     def take(self, registration: _Registration) -> _Received:
         """T4: what was read of the socket so far."""
@@ -364,8 +388,7 @@ class SocketReader:
     stamp) and ``t_read`` when the data was read."""
 
     def __init__(self) -> None:
-        self._buffer = bytearray(READ_SIZE)
-        self._view = memoryview(self._buffer)
+        self._view_space: memoryview | None = None
         self.last_read_ns = 0
         self.last_read_kernel = False
         self._floor = 0
@@ -409,6 +432,24 @@ class SocketReader:
     def _received(self) -> None:
         if self._registration is not None and self.on_received is not None:
             self.on_received()
+
+    @property
+    def _view(self) -> memoryview:
+        """The read space, this thread's, taken at the first read."""
+        if self._view_space is None:
+            self._view_space = _read_space()
+        return self._view_space
+
+    @property
+    def buffer_bytes(self) -> int:
+        """Bytes of read storage this connection holds of its own: what the
+        receive thread read and the loop has not taken (the compiled core
+        counts its storage, at most twice KEEP_BYTES once fed, T7); the
+        thread's read space is shared and not counted."""
+        registration, receiver = self._registration, self._receiver
+        if registration is None or receiver is None:
+            return 0
+        return receiver.held(registration)
 
     def read_socket(self) -> int:
         """One read from the attached socket, fed like :meth:`buffer_updated`

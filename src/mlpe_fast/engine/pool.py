@@ -92,7 +92,7 @@ class ConnectionPool:
         self.arrival_clock = arrival_clock
         self._want_receiver = receive_thread and arrival_clock is not None
         self.receiver: ReceiveThread | None = None
-        # How the thread asks to be scheduled (rx_sched, T7), and what it
+        # How the thread asks to be scheduled (rx_sched, T8), and what it
         # got and how it ran, kept when it stops.
         self._receive_placement = (receive_priority, receive_cpus)
         self._receive_scheduling: ReceiveScheduling | None = None

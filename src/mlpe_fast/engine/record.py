@@ -127,3 +127,33 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
         when the response never finished."""
         t_done = self.response.t_done
         return (self.t_end if t_done is None else t_done) - self.t_issue
+
+    def without_texts(self) -> RequestRecord:
+        """The record as a point keeps it once its tokens are counted and its
+        lines logged (counting beside the load): the answer's texts dropped,
+        every stamp, count, flag and ``usage`` kept.  Issue 23: a run's
+        memory must not grow by the answers it received; what reads texts
+        after that (accuracy scoring, an agentic turn's next prompt) keeps
+        its own, bounded by its dataset."""
+        response = self.response
+        if not (
+            response.content
+            or response.reasoning
+            or response.content_after_first
+            or response.reasoning_after_first
+            or response.tool_calls
+            or response.tool_calls_after_first
+        ):
+            return self
+        return msgspec.structs.replace(
+            self,
+            response=msgspec.structs.replace(
+                response,
+                content="",
+                reasoning="",
+                tool_calls=(),
+                content_after_first="",
+                reasoning_after_first="",
+                tool_calls_after_first=(),
+            ),
+        )

@@ -1,5 +1,5 @@
 """How the receive thread is scheduled: what it asks for, what it got, and
-how promptly it ran (rule T7 of ``csrc/mlpe_rxthread.h``).
+how promptly it ran (rule T8 of ``csrc/mlpe_rxthread.h``).
 
 A read carries the kernel stamp of its newest data (K2 of
 ``csrc/mlpe_rxstamp.h``), so a receive thread that waits for a core reads a
@@ -112,7 +112,7 @@ def scheduling_of(
     asked_cpus: tuple[int, ...],
     interpreter_free: bool,
 ) -> ReceiveScheduling:
-    """The figures of a running thread from its raw placement (T7) and its
+    """The figures of a running thread from its raw placement (T8) and its
     counters now."""
     refused = []
     if sched_error:

@@ -94,9 +94,10 @@ class LocalPerformance:
                 prompts[sample_id] = prompt_data(feed.last_prompt, system, chat)
 
             def on_record(record: RequestRecord) -> None:
-                records.append(record)
                 prompt = prompts.pop(record.sample_id, None)
                 count_and_log(record, prompt, config, point.counter, events)
+                # Counted and logged: the figures need no text (issue 23).
+                records.append(record.without_texts())
                 if bar is not None:
                     bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 

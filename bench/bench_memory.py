@@ -1,0 +1,93 @@
+"""Peak resident memory of ``mlpe-fast run`` by concurrency and run length
+(issue 23), beside the issue's figures from before the fix.
+
+The simulated endpoint runs in its own process (64-token answers, no delay);
+``mlpe-fast run`` runs in another, as a user runs it (synthetic 64-token
+prompts, the char tokenizer, a run folder), and its peak resident set is
+the kernel's (``wait4``'s ``ru_maxrss``).  Cases: concurrency 16 and 1,024
+at 2,000 requests, 1,024 at 100,000 and at 300,000 (``MLPE_MEMORY_LONG=1``
+adds 1,000,000, about five minutes here).  The issue's bars: at most 32 KiB
+per idle connection, at most 150 MB at concurrency 1,024 and 100,000
+requests, flat from 100,000 to 1,000,000.  The figures are reported, and
+each case must end with every request recorded; the bars are the docs',
+measured here (``docs/performance.md``).
+
+    pytest bench/bench_memory.py -o python_files='bench_*.py' -s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mlpe_fast.demo import simulated_endpoint
+
+CHAR_TOKENIZER = Path(__file__).resolve().parents[1] / "tests" / "data" / "tokenizers" / "char"
+TOKENS = 64
+# (concurrency, requests): the issue's figures before the fix, in MB
+# (88 MB, 393 MB, 780 MB; "about 4 KB more per request" past that).
+BASELINE_MB = {(16, 2_000): 88.0, (1024, 2_000): 393.0, (1024, 100_000): 780.0}
+CASES = [(16, 2_000), (1024, 2_000), (1024, 100_000), (1024, 300_000)]
+if os.environ.get("MLPE_MEMORY_LONG"):
+    CASES.append((1024, 1_000_000))
+
+
+def baseline_mb(concurrency: int, requests: int) -> float:
+    """The issue's figure, extrapolated at 4 KB per request past 100,000."""
+    if (concurrency, requests) in BASELINE_MB:
+        return BASELINE_MB[concurrency, requests]
+    return BASELINE_MB[1024, 100_000] + (requests - 100_000) * 4e-3
+
+
+def peak_of_run(url: str, concurrency: int, requests: int, folder: Path) -> tuple[float, int]:
+    """``mlpe-fast run``'s peak resident memory in MB and its exit status."""
+    argv = [
+        sys.executable,
+        "-m",
+        "mlpe_fast",
+        "run",
+        *("--endpoints", url, "--model", "mlpe-sim", "--tokenizer", str(CHAR_TOKENIZER)),
+        *("--dataset", f"synthetic:isl={TOKENS},osl={TOKENS},samples=1000,seed=1"),
+        *("--concurrency", str(concurrency), "--num-samples", str(requests)),
+        *("--max-output-tokens", str(TOKENS), "--no-progress", "--report-dir", str(folder)),
+    ]
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as process:
+        assert process.stderr is not None
+        err = process.stderr.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0, err.decode(errors="replace")[-2000:]
+    return usage.ru_maxrss / 1000, process.returncode  # KiB on Linux -> MB
+
+
+@pytest.mark.parametrize(("concurrency", "requests"), CASES, ids=lambda v: f"{v:,}")
+def test_peak_memory(benchmark: Any, tmp_path: Path, concurrency: int, requests: int) -> None:
+    if sys.platform != "linux":
+        pytest.skip("ru_maxrss of a child in KiB, the receive thread: Linux")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2 * concurrency + 256:  # the child inherits it: a socket per connection
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * concurrency + 1024), hard))
+    flags = ("--output-len", str(TOKENS), "--output-len-dist", "fixed", "--seed", "1")
+    result: dict[str, float] = {}
+
+    def measure() -> None:
+        with simulated_endpoint(flags) as url:
+            result["mb"], _ = peak_of_run(url, concurrency, requests, tmp_path / "run")
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
+    assert summary["n_samples_issued"] == summary["n_samples_completed"] == requests
+    before = baseline_mb(concurrency, requests)
+    benchmark.extra_info.update(peak_mb=result["mb"], baseline_mb=before)
+    print(
+        f"\nconcurrency {concurrency:,}, {requests:,} requests: peak {result['mb']:.0f} MB, "
+        f"before {before:.0f} MB{'' if (concurrency, requests) in BASELINE_MB else ' (est.)'}"
+        f" = {result['mb'] / before:.2f}x"
+    )

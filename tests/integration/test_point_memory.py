@@ -1,0 +1,77 @@
+"""What a point keeps per request (issue 23): its records without the
+answers' texts, once counted and logged, so the memory a point holds does
+not grow with the answers' length; the texts are in ``events.jsonl``.
+
+Counts, not times: tracemalloc's bytes held by a point's result, at two
+answer lengths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import tracemalloc
+from pathlib import Path
+
+import msgspec
+
+from mlpe_fast.config import RunConfig
+from mlpe_fast.demo import demo_config, simulated_endpoint
+from mlpe_fast.point import run_point
+
+REQUESTS = 200
+
+
+def _held(tmp_path: Path, tokens: int, name: str) -> int:
+    """The bytes a point's result holds (traced while it lives, less after
+    it is gone), for ``REQUESTS`` answers of ``tokens`` one-character tokens."""
+    config = demo_config(RunConfig(report_dir=str(tmp_path / name)), set())
+    config = msgspec.structs.replace(
+        config, concurrency=8, num_samples=REQUESTS, max_output_tokens=tokens
+    )
+    flags = ("--output-len", str(tokens), "--output-len-dist", "fixed")
+    with simulated_endpoint(flags) as endpoint:
+        tracemalloc.start()
+        try:
+            result = asyncio.run(run_point(config, endpoint, progress=False))
+            assert result.stats.completed == REQUESTS
+            gc.collect()
+            with_result = tracemalloc.get_traced_memory()[0]
+            del result
+            gc.collect()
+            return with_result - tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+
+
+def test_kept_records_carry_no_text_and_the_log_keeps_it(tmp_path: Path) -> None:
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    config = msgspec.structs.replace(config, concurrency=4, num_samples=20, max_output_tokens=16)
+    with simulated_endpoint() as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    assert len(result.records) == 20 and result.stats.completed == 20
+    for record in result.records:
+        assert record.response.content == record.response.content_after_first == ""
+        assert record.response.content_events == 16 and record.response.usage is not None
+    # The figures were counted from the texts, and the log holds them.
+    assert result.stats.osl_total == 20 * 16
+    outputs = [
+        json.loads(line)["data"]
+        for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()
+        if '"sample.complete"' in line
+    ]
+    assert len(outputs) == 20
+    assert all(len("".join(data[1])) == 16 for data in outputs)
+
+
+def test_a_point_holds_the_same_per_request_whatever_the_answer_length(tmp_path: Path) -> None:
+    """Answers four times longer (2,048 characters against 512, each kept
+    twice before: the content and what came after the first token) cost no
+    more per record.  Both lengths are past 256, so that their counts are
+    ints of their own alike (CPython caches the small ones)."""
+    short = _held(tmp_path, 512, "short")
+    long = _held(tmp_path, 2048, "long")
+    assert short > 0
+    per_request = (long - short) / REQUESTS
+    assert per_request < 256, (short, long)
