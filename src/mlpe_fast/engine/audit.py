@@ -68,6 +68,10 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
     #: any client took to open them (``Client.warm_up``).
     warmed_connections: int = 0
     warm_up_ns: int = 0
+    #: Segment stamps: why the capture could not be opened (empty when it
+    #: was, or was not asked for) and the frames its ring dropped.
+    packet_note: str = ""
+    capture_drops: int = 0
 
     @classmethod
     def of(cls, client: Client | Replicas) -> ClientTotals:
@@ -87,6 +91,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
             clock_map=None if clock is None else ClockMapFigures(clock.error_ns, clock.steps),
             warmed_connections=client.warmed_connections,
             warm_up_ns=client.warm_up_ns,
+            packet_note=client.packet_note,
+            capture_drops=client.capture_drops,
         )
 
     def plus(self, *others: ClientTotals) -> ClientTotals:
@@ -107,6 +113,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
                 else None,
                 total.warmed_connections + other.warmed_connections,
                 max(total.warm_up_ns, other.warm_up_ns),  # side by side, not one after another
+                total.packet_note or other.packet_note,
+                total.capture_drops + other.capture_drops,
             )
         return total
 
@@ -139,6 +147,16 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     receive_stamps_note: str = ""
     kernel_stamped: int = 0
     stamped: int = 0  # records with a response stamp (t_first or t_done)
+    #: Segment stamps (--receive-stamps packet): first tokens stamped with
+    #: their segment's arrival, and those that took the read's kernel stamp
+    #: because the capture never saw the connection's SYN-ACK, lost frames,
+    #: or saw no segment with the bytes (RequestRecord.segment_stamp).
+    segment_stamped: int = 0
+    segment_unknown: int = 0
+    segment_lost: int = 0
+    segment_missed: int = 0
+    capture_drops: int = 0
+    packet_note: str = ""
     read_lag_first_p50_ms: float = 0.0
     read_lag_first_p99_ms: float = 0.0
     read_lag_first_max_ms: float = 0.0
@@ -172,6 +190,9 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
             "connections opened": self._connections(),
             "receive stamps": self._stamps(),
         }
+        segments = self._segments()
+        if segments:
+            rows["segment stamps"] = segments
         if self.engines > 1:
             shares = " + ".join(str(c) for c in self.engine_concurrency)
             rows["engines"] = (
@@ -205,6 +226,22 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
         return (
             f"{kind}: {self.kernel_stamped:,} of {self.stamped:,} requests with a response "
             f"(clock map ±{self.clock_map_error_us:.3f} µs{steps})"
+        )
+
+    def _segments(self) -> str:
+        fell_back = self.segment_unknown + self.segment_lost + self.segment_missed
+        if not self.segment_stamped and not fell_back:
+            return f"off: {self.packet_note}" if self.packet_note else ""
+        reasons = (
+            f" (fell back to the read's stamp: {self.segment_unknown:,} unknown connection, "
+            f"{self.segment_lost:,} capture lost frames, {self.segment_missed:,} not captured)"
+            if fell_back
+            else ""
+        )
+        drops = f"; ring dropped {self.capture_drops:,} frames" if self.capture_drops else ""
+        return (
+            f"{self.segment_stamped:,} of {self.segment_stamped + fell_back:,} first tokens "
+            f"at their segment's arrival{reasons}{drops}"
         )
 
     def _connections(self) -> str:
@@ -285,6 +322,8 @@ def audit_records(
     kernel_stamped_connections: int = 0,
     warmed_connections: int = 0,
     warm_up_ns: int = 0,
+    packet_note: str = "",
+    capture_drops: int = 0,
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.
 
@@ -301,6 +340,7 @@ def audit_records(
     requests = 0
     kernel = stamped = 0
     with_setup = 0
+    segments = [0, 0, 0, 0, 0]  # by RequestRecord.segment_stamp
     for record in records:
         requests += 1
         events += record.response.events
@@ -308,6 +348,7 @@ def audit_records(
         late.append(record.t_issue - record.t_sched)
         if record.response.t_first is not None or record.response.t_done is not None:
             stamped += 1
+        segments[record.segment_stamp if 0 <= record.segment_stamp <= 4 else 0] += 1
         if record.kernel_stamps:
             kernel += 1
             first, done = record.response.t_first, record.response.t_done
@@ -361,4 +402,10 @@ def audit_records(
         read_lag_done_max_ms=float(done_lags.max()) / 1e6 if done_lags.size else 0.0,
         clock_map_error_us=arrival_clock.error_ns / 1e3 if arrival_clock is not None else 0.0,
         clock_steps=arrival_clock.steps if arrival_clock is not None else 0,
+        segment_stamped=segments[1],
+        segment_unknown=segments[2],
+        segment_lost=segments[3],
+        segment_missed=segments[4],
+        capture_drops=capture_drops,
+        packet_note=packet_note,
     )

@@ -110,6 +110,10 @@ class Client:
         receive_thread: with ``kernel_stamps``, read those connections on a
             thread of their own (compiled core, Linux) so that every read
             is prompt whatever the interpreter is doing (see the module doc).
+        packet_stamps: with ``kernel_stamps``, stamp each byte with the
+            arrival of the TCP segment that carried it, from a packet socket
+            (``csrc/mlpe_pktstamp.h``; needs CAP_NET_RAW, else kernel stamps
+            and ``packet_note`` says why).
     """
 
     def __init__(
@@ -131,6 +135,7 @@ class Client:
         insecure: bool = False,
         kernel_stamps: bool = True,
         receive_thread: bool = True,
+        packet_stamps: bool = False,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
@@ -176,6 +181,7 @@ class Client:
         self.warm_up_ns = 0
         self.kernel_stamps = kernel_stamps
         self.receive_thread = receive_thread
+        self.packet_stamps = packet_stamps
         self.base_url = base_url
         self._api_key = api_key
         self.host = parts.hostname
@@ -226,6 +232,7 @@ class Client:
             arrival_clock=ArrivalClock() if self.kernel_stamps else None,
             # Over TLS the loop's transport reads (dial): no thread to start.
             receive_thread=self.receive_thread and self._endpoint.tls is None,
+            packet_stamps=self.packet_stamps,
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:
@@ -408,6 +415,20 @@ class Client:
         """Connections whose reads carried the kernel's arrival stamps."""
         pool = self._pool or self._closed_pool
         return 0 if pool is None else pool.kernel_stamped_connections
+
+    @property
+    def packet_note(self) -> str:
+        """Why segment stamps were asked for and not used ("" otherwise)."""
+        pool = self._pool or self._closed_pool
+        return "" if pool is None else pool.packet_note
+
+    @property
+    def capture_drops(self) -> int:
+        """Frames the packet capture's ring dropped (segment stamps)."""
+        pool = self._pool or self._closed_pool
+        if pool is None or pool.capture is None:
+            return 0
+        return int(pool.capture.stats["drops"])
 
     @property
     def arrival_clock(self) -> ArrivalClock | None:

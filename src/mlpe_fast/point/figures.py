@@ -264,6 +264,8 @@ def _audit(measured: Measured, client: ClientTotals) -> Audit:
         kernel_stamped_connections=client.kernel_stamped_connections,
         warmed_connections=client.warmed_connections,
         warm_up_ns=client.warm_up_ns,
+        packet_note=client.packet_note,
+        capture_drops=client.capture_drops,
     )
     return audit if measured.engines is None else audit_engines(audit, measured.engines)
 
