@@ -80,7 +80,9 @@ def test_every_first_token_carries_its_segment_stamp(endpoint: str, reads: dict[
 @needs_capture
 def test_h2c_streams_on_one_connection_carry_segment_stamps(reads: dict[str, Any]) -> None:
     with simulated_endpoint((*FLAGS, "--http2")) as url:
-        records, client = asyncio.run(concurrent(url, [body(max_tokens=4)] * 8, http2=True, **reads))
+        records, client = asyncio.run(
+            concurrent(url, [body(max_tokens=4)] * 8, http2=True, **reads)
+        )
     assert client.http2_connections == client.connections_opened == 1
     for record in records:
         assert record.ok, record.error_message
@@ -118,7 +120,10 @@ def test_a_connection_whose_syn_ack_the_capture_missed_falls_back_and_says_why(
 
 
 def test_without_the_permission_the_run_warns_once_and_uses_kernel_stamps(
-    endpoint: str, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    endpoint: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def refused(port: int, host: str, ring_frames: int = 16384) -> Any:
         raise PermissionError(1, "Operation not permitted")
@@ -164,8 +169,8 @@ def test_run_with_packet_stamps_reports_them(
 def test_packet_stamps_over_tls_warn_and_fall_back(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from mlpe_fast.point.setup import _check_packet_stamps
     from mlpe_fast.config import RunConfig
+    from mlpe_fast.point.setup import _check_packet_stamps
 
     config = RunConfig(receive_stamps="packet")  # type: ignore[call-arg]
     _check_packet_stamps(config, ["https://127.0.0.1:1/v1"], sys.stderr)

@@ -35,23 +35,45 @@ def impl(request: pytest.FixtureRequest) -> Any:
 
 
 def tcp(seq: int, flags: int = ACK | PSH, src_port: int = PORT, dst_port: int = LOCAL) -> bytes:
-    return struct.pack("!HHIIBBHHH", src_port, dst_port, seq & 0xFFFFFFFF, 0, 5 << 4, flags, 0, 0, 0)
+    return struct.pack(
+        "!HHIIBBHHH", src_port, dst_port, seq & 0xFFFFFFFF, 0, 5 << 4, flags, 0, 0, 0
+    )
 
 
-def frame4(seq: int, length: int, flags: int = ACK | PSH, src: str = SERVER, **ports: int) -> tuple[bytes, int]:
+def frame4(
+    seq: int, length: int, flags: int = ACK | PSH, src: str = SERVER, **ports: int
+) -> tuple[bytes, int]:
     """A truncated IPv4 frame (headers only, as the filter keeps) and its
     wire length; past 64 KiB a BIG TCP super-packet (total length 0, P4)."""
     total = 20 + 20 + length
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total if total <= 0xFFFF else 0, 0, 0x4000, 64, 6, 0,
-                     bytes(map(int, src.split("."))), bytes([10, 0, 0, 2]))
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45,
+        0,
+        total if total <= 0xFFFF else 0,
+        0,
+        0x4000,
+        64,
+        6,
+        0,
+        bytes(map(int, src.split("."))),
+        bytes([10, 0, 0, 2]),
+    )
     return ip + tcp(seq, flags, **ports), total
 
 
 def frame6(seq: int, length: int, flags: int = ACK | PSH) -> tuple[bytes, int]:
     import ipaddress
 
-    ip = struct.pack("!IHBB16s16s", 6 << 28, 20 + length, 6, 64,
-                     ipaddress.ip_address(SERVER6).packed, ipaddress.ip_address("fd00::2").packed)
+    ip = struct.pack(
+        "!IHBB16s16s",
+        6 << 28,
+        20 + length,
+        6,
+        64,
+        ipaddress.ip_address(SERVER6).packed,
+        ipaddress.ip_address("fd00::2").packed,
+    )
     return ip + tcp(seq, flags), 40 + 20 + length
 
 
@@ -95,7 +117,10 @@ def test_a_retransmit_keeps_the_earliest_stamp_per_byte(impl: Any) -> None:
     add(m, 0, 0, 150, 40)  # a full retransmit, later: changes nothing
     add(m, 0, 120, 10, 5)  # a duplicate stamped earlier (reordered stamps)
     assert runs(m, 0, 150) == [
-        (100, 10, STAMPED), (20, 30, STAMPED), (10, 5, STAMPED), (20, 30, STAMPED)
+        (100, 10, STAMPED),
+        (20, 30, STAMPED),
+        (10, 5, STAMPED),
+        (20, 30, STAMPED),
     ]
 
 
@@ -191,9 +216,16 @@ def test_frames_that_are_not_tcp_segments_are_skipped_and_broken_ones_counted(im
         impl.parse_frame(data, 30)
     assert m.add_frame(data[:25], wire, 1) is False
     assert m.stats["malformed"] == 1
-    family, flags, src, sport, dst, dport, seq, length = impl.parse_frame(data, wire)
+    family, flags, src, sport, _, dport, seq, length = impl.parse_frame(data, wire)
     assert (family, flags, src, sport, dport, seq, length) == (
-        4, ACK | PSH, bytes([10, 0, 0, 1]), PORT, LOCAL, 0, 10)
+        4,
+        ACK | PSH,
+        bytes([10, 0, 0, 1]),
+        PORT,
+        LOCAL,
+        0,
+        10,
+    )
 
 
 FRAMES = st.lists(
@@ -204,7 +236,9 @@ FRAMES = st.lists(
 @pytest.mark.skipif(not USE_EXTENSIONS, reason="compares the compiled map with the twin")
 @settings(max_examples=150, deadline=None)
 @given(isn=st.integers(0, 0xFFFFFFFF), segments=FRAMES, cut=st.integers(0, 400))
-def test_the_compiled_map_equals_the_twin(isn: int, segments: list[tuple[int, int, int]], cut: int) -> None:
+def test_the_compiled_map_equals_the_twin(
+    isn: int, segments: list[tuple[int, int, int]], cut: int
+) -> None:
     maps = [impl.SegmentMap() for impl in IMPLEMENTATIONS]
     for m in maps:
         connect(m, isn)

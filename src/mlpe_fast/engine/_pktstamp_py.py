@@ -165,7 +165,9 @@ class SegmentMap:
         self.frames = self.segments = self.outgoing = self.unknown = 0
         self.malformed = self.losing = self.drops = 0
 
-    def add_frame(self, frame: bytes | bytearray | memoryview, wire_len: int, t_realtime: int) -> bool:
+    def add_frame(
+        self, frame: bytes | bytearray | memoryview, wire_len: int, t_realtime: int
+    ) -> bool:
         """Parses one frame (P4) and adds its segment; returns whether it
         was a TCP segment."""
         self.frames += 1
