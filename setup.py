@@ -70,6 +70,9 @@ NATIVE_MODULES: dict[str, list[str]] = {
     # Kernel receive stamps and the receive thread; the read cores of both
     # protocols subclass its SocketReader.
     "mlpe_fast.engine._receive_c": ["csrc/mlpe_rxstamp.c", "csrc/mlpe_rxthread.c"],
+    # Segment stamps from a packet socket; the receive path reaches the map
+    # through the cdef methods of _pktstamp_c.pxd.
+    "mlpe_fast.engine._pktstamp_c": ["csrc/mlpe_pktstamp.c"],
     # The HTTP/2 read path runs the de-framer through DataDeframer's C method
     # (one call per feed) and reads its outputs in place: no C unit of its own.
     "mlpe_fast.engine._h2_reader_c": [],

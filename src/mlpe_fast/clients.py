@@ -51,11 +51,12 @@ def client_for(
                 http2=config.http2,
                 ca_bundle=config.ca_bundle,
                 insecure=config.insecure,
-                kernel_stamps=config.receive_stamps == "kernel",
                 receive_priority=(
                     AUTO_PRIORITY if config.receive_priority is None else config.receive_priority
                 ),
                 receive_cpus=config.receive_cpus,
+                kernel_stamps=config.receive_stamps in ("kernel", "packet"),
+                packet_stamps=config.receive_stamps == "packet",
                 # SGLang's /generate streams the whole text so far (R11)
                 dialect="sglang" if config.api_type == "sglang" else "openai",
             )

@@ -42,7 +42,7 @@ __all__ = (
 
 LoadPattern = Literal["concurrency", "offline", "poisson", "agentic_inference"]
 Mode = Literal["perf", "acc", "both"]
-ReceiveStamps = Literal["kernel", "read"]
+ReceiveStamps = Literal["kernel", "packet", "read"]
 OfflineKind = Literal["dedicated", "elected", "none"]
 ApiType = Literal["openai", "openai-completions", "sglang"]
 Streaming = Literal["auto", "on", "off"]
@@ -87,7 +87,11 @@ OFFLINE_KINDS: Mapping[str, OfflineKind] = {
     "elected": "elected",
     "none": "none",
 }
-RECEIVE_STAMPS: Mapping[str, ReceiveStamps] = {"kernel": "kernel", "read": "read"}
+RECEIVE_STAMPS: Mapping[str, ReceiveStamps] = {
+    "kernel": "kernel",
+    "packet": "packet",
+    "read": "read",
+}
 TEST_TYPES: Mapping[str, TestType] = {
     "offline": "offline",
     "online": "online",

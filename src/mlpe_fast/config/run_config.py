@@ -181,7 +181,9 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         insecure: skip TLS certificate verification (YAML
             ``settings.client.insecure``, as in the reference).
         receive_stamps: "kernel" stamps cleartext reads (HTTP/1.1, h2c) with the
-            kernel's arrival stamps where it gives them (Linux); "read"
+            kernel's arrival stamps where it gives them (Linux); "packet"
+            stamps each byte with the arrival of the TCP segment that carried
+            it, from a packet socket (needs CAP_NET_RAW; else "kernel"); "read"
             stamps every read as it is read (YAML
             ``mlpe_fast.receive_stamps``).
         receive_priority: the receive thread's SCHED_FIFO priority, asked

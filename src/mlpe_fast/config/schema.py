@@ -198,7 +198,8 @@ SETTINGS: tuple[Setting, ...] = (
         name="receive_stamps", default="kernel", convert=coerce.one_of(choices.RECEIVE_STAMPS),
         flags=(Flag(name="--receive-stamps", group="endpoint", metavar="SOURCE",
                     help="kernel (default: the kernel's arrival stamp of each read, where Linux "
-                    "gives it) or read (stamp reads as the client reads them)"),),
+                    "gives it), packet (each TCP segment's arrival, from a packet socket; "
+                    "needs CAP_NET_RAW) or read (stamp reads as the client reads them)"),),
         yaml_keys=("mlpe_fast.receive_stamps",),
     ),
     Setting(

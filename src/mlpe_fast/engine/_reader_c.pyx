@@ -40,6 +40,7 @@ cdef class ReadCore(SocketReader):
     cdef public int64_t done_read_ns
     cdef public bint kernel_first
     cdef public bint kernel_done
+    cdef public int segment_first
     cdef object _decoder_options
 
     def __init__(self, dict decoder_options):
@@ -58,6 +59,7 @@ cdef class ReadCore(SocketReader):
         self.t_issue = self.last_read_ns = self._floor = t_issue
         self.first_read_ns = self.done_read_ns = 0
         self.kernel_first = self.kernel_done = False
+        self.segment_first = 0
         transport.write(request)
         return t_issue
 
@@ -96,6 +98,7 @@ cdef class ReadCore(SocketReader):
         if flags & MLPE_RESPONSE_FIRST:
             self.first_read_ns = t_read
             self.kernel_first = kernel
+            self.segment_first = self.last_read_segment
             if self.want_first_token:
                 self.on_first_token(t_ns)
         if flags & MLPE_RESPONSE_DONE:

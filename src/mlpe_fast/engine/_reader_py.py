@@ -54,6 +54,9 @@ class ReadCore(SocketReader):
         self.done_read_ns = 0
         self.kernel_first = False
         self.kernel_done = False
+        # Where the first token's stamp came from with segment stamps
+        # (``_receive_py.SEGMENT_*``; NO_SEGMENTS without a capture).
+        self.segment_first = 0
 
     def begin(self, transport: Any, request: bytes, want_first_token: bool) -> int:
         """Starts a response and writes the request; returns ``t_issue``."""
@@ -62,6 +65,7 @@ class ReadCore(SocketReader):
         t_issue = self.t_issue = self.last_read_ns = self._floor = monotonic_ns()
         self.first_read_ns = self.done_read_ns = 0
         self.kernel_first = self.kernel_done = False
+        self.segment_first = 0
         transport.write(request)
         return t_issue
 
@@ -100,6 +104,7 @@ class ReadCore(SocketReader):
             elif isinstance(event, FirstToken):
                 self.first_read_ns = t_read
                 self.kernel_first = kernel
+                self.segment_first = self.last_read_segment
                 if self.want_first_token:
                     self.on_first_token(t_ns)
 

@@ -1,6 +1,8 @@
 # Declarations of the compiled receive path (_receive_c.pyx), shared with the
 # read cores that subclass SocketReader (_reader_c.pyx, _h2_reader_c.pyx).
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+from mlpe_fast.engine._pktstamp_c cimport SegmentMap
 
 
 cdef extern from "mlpe_rxstamp.h" nogil:
@@ -76,9 +78,18 @@ cdef class SocketReader:
     cdef bytearray _buffer
     cdef object _view
     cdef const uint8_t *_data
+    # Segment stamps (the twin's _feed_segments).
+    cdef SegmentMap _capture
+    cdef int64_t _stream_offset
+    cdef uint16_t _local_port
+    cdef uint16_t _remote_port
+    cdef uint8_t _family
+    cdef uint8_t _remote[16]
+    cdef public int last_read_segment
 
     cdef _received(self)
     cdef _share_read_space(self)
+    cdef _feed_segments(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read)
     cdef _feed_read(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read)
     cdef object _take_received(self)
     cdef int64_t _stamp_floor(self)

@@ -28,11 +28,16 @@ class ReceiveThread:
 class SocketReader:
     last_read_ns: int
     last_read_kernel: bool
+    last_read_segment: int
     on_received: Any
     threaded: bool
     buffer_bytes: int
     def attach_socket(
-        self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
+        self,
+        sock: socket.socket,
+        clock: ArrivalClock,
+        receiver: ReceiveThread | None = None,
+        capture: Any = None,
     ) -> bool: ...
     def detach_socket(self) -> None: ...
     def read_socket(self) -> int: ...

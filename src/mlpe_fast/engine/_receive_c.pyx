@@ -15,12 +15,28 @@ from .rx_sched import scheduling_of
 
 from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.ref cimport Py_DECREF, Py_INCREF
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
+
+from mlpe_fast.engine._pktstamp_c cimport mlpe_pktconn
+
+from ._pktstamp_py import address_key
+from ._receive_py import (
+    NO_SEGMENTS,
+    SEGMENT_LOST,
+    SEGMENT_MISSED,
+    SEGMENT_STAMPED,
+    SEGMENT_UNKNOWN,
+)
 
 __all__ = (
     "KEEP_BYTES",
+    "NO_SEGMENTS",
     "READ_SIZE",
     "RESAMPLE_NS",
+    "SEGMENT_LOST",
+    "SEGMENT_MISSED",
+    "SEGMENT_STAMPED",
+    "SEGMENT_UNKNOWN",
     "ArrivalClock",
     "ReceiveThread",
     "SocketReader",
@@ -220,12 +236,28 @@ cdef class SocketReader:
         mlpe_rxconn_free(&self._rx)
         mlpe_rxbatch_free(&self._batch)
 
-    def attach_socket(self, sock, ArrivalClock clock not None, ReceiveThread receiver=None):
+    def attach_socket(self, sock, ArrivalClock clock not None, ReceiveThread receiver=None,
+                      SegmentMap capture=None):
         """Reads will come from ``sock`` (see the twin); returns whether the
         kernel agreed to stamp its data (K1)."""
+        cdef bytes packed
         self._fd = sock.fileno()
         self._clock = clock
         self._kernel = mlpe_rxstamp_enable(self._fd) == 0
+        if capture is not None and self._kernel:
+            try:
+                local, peer = sock.getsockname(), sock.getpeername()
+            except OSError:  # reset already: the first read says so
+                pass
+            else:
+                family, packed = address_key(peer[0])
+                self._family = family
+                memset(self._remote, 0, 16)
+                memcpy(self._remote, <const char *>packed, len(packed))
+                self._local_port = local[1]
+                self._remote_port = peer[1]
+                self._stream_offset = 0
+                self._capture = capture
         if receiver is not None and receiver._t != NULL:
             mlpe_rxconn_init(&self._rx, self._fd, <void *>self)
             if mlpe_rxthread_add(receiver._t, &self._rx) == 0:
@@ -241,6 +273,9 @@ cdef class SocketReader:
 
     def detach_socket(self):
         """Stops the receive thread reading the socket (before it is closed)."""
+        if self._capture is not None:
+            self._capture.forget(self._local_port)
+            self._capture = None
         if not self._registered:
             return
         self._registered = False
@@ -290,11 +325,45 @@ cdef class SocketReader:
 
     cdef _feed_read(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read):
         cdef int64_t t_ns
+        if self._capture is not None:
+            self._feed_segments(data, n, t_realtime, t_read)
+            return
         if t_realtime != 0 and self._kernel:
             t_ns = self._clock._arrival(t_realtime, t_read, self._stamp_floor())
             self._feed(data, n, t_ns, t_read, True)
         else:
             self._feed(data, n, t_read, t_read, False)
+
+    cdef _feed_segments(self, const uint8_t *data, size_t n, int64_t t_realtime, int64_t t_read):
+        """One read, piece by piece (see the twin)."""
+        cdef SegmentMap capture = self._capture
+        capture.drain_c()  # P3: the read's segments are in the ring by now
+        cdef mlpe_pktconn *c = capture.conn(
+            self._local_port, self._family, self._remote, self._remote_port)
+        cdef int64_t start = self._stream_offset
+        cdef int64_t end = start + <int64_t>n
+        cdef int64_t length, t_segment = 0, t_ns
+        cdef int why = 0
+        cdef size_t pos = 0
+        self._stream_offset = end
+        while start < end:
+            length = capture.next_run(c, start, end, &t_segment, &why)
+            if why == 0:
+                t_ns = self._clock._arrival(t_segment, t_read, self._stamp_floor())
+            elif t_realtime != 0:
+                t_ns = self._clock._arrival(t_realtime, t_read, self._stamp_floor())
+            else:
+                t_ns = t_read
+            self.last_read_segment = why + 1
+            self._feed(data + pos, <size_t>length, t_ns, t_read, why == 0 or t_realtime != 0)
+            pos += <size_t>length
+            start += length
+            if self._capture is None:  # closed by what the piece completed
+                return
+        # The map may have dropped this connection meanwhile (a hook that
+        # closed another connection cannot free this one's entry: looked up again).
+        capture.consume(capture.conn(
+            self._local_port, self._family, self._remote, self._remote_port), end)
 
     cdef object _take_received(self):
         if not self._registered or self._receiver._t == NULL:

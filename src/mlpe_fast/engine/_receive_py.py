@@ -23,6 +23,13 @@ the CPUs asked for and asks for ``SCHED_FIFO`` at the priority asked for,
 falling back quietly to what it had; Linux applies both to the thread whose
 id is given (``threading.get_native_id``), as the compiled thread's
 ``pthread_setaffinity_np`` and ``pthread_setschedparam`` do.
+
+With a :class:`~._pktstamp_py.PacketCapture` (``--receive-stamps packet``)
+a read is split where the segments that carried it begin, and each piece is
+fed with its own segment's arrival stamp (``csrc/mlpe_pktstamp.h`` P8):
+the reader counts the bytes of its stream, and the capture knows which
+segment carried which bytes.  ``last_read_segment`` says, while a piece is
+decoded, where its stamp came from (:data:`SEGMENT_STAMPED`, or why not).
 """
 
 from __future__ import annotations
@@ -40,7 +47,12 @@ from .rx_sched import ReceiveScheduling, scheduling_of
 
 __all__ = (
     "KEEP_BYTES",
+    "NO_SEGMENTS",
     "READ_SIZE",
+    "SEGMENT_LOST",
+    "SEGMENT_MISSED",
+    "SEGMENT_STAMPED",
+    "SEGMENT_UNKNOWN",
     "RESAMPLE_NS",
     "ArrivalClock",
     "ReceiveThread",
@@ -55,6 +67,12 @@ __all__ = (
 READ_SIZE = 256 << 10
 
 monotonic_ns = time.monotonic_ns
+
+# ``last_read_segment``: no capture on this connection, or the piece's stamp
+# is its segment's, or it fell back to the read's stamp because no SYN-ACK
+# was seen, the capture lost frames, or no captured segment covered it
+# (``_pktstamp_py`` STAMPED, UNKNOWN, LOST, MISSED, plus one).
+NO_SEGMENTS, SEGMENT_STAMPED, SEGMENT_UNKNOWN, SEGMENT_LOST, SEGMENT_MISSED = 0, 1, 2, 3, 4
 
 # linux/net_tstamp.h and asm-generic/socket.h (the value on x86 and Arm).
 _SO_TIMESTAMPING = 37
@@ -399,17 +417,33 @@ class SocketReader:
         self._registration: _Registration | None = None
         # Called when the receive thread read something (the transport's).
         self.on_received: Any = None
+        self._capture: Any = None
+        self._segment_key: tuple[int, str, int] = (0, "", 0)
+        self._stream_offset = 0
+        self.last_read_segment = NO_SEGMENTS
 
     def attach_socket(
-        self, sock: socket.socket, clock: ArrivalClock, receiver: ReceiveThread | None = None
+        self,
+        sock: socket.socket,
+        clock: ArrivalClock,
+        receiver: ReceiveThread | None = None,
+        capture: Any = None,
     ) -> bool:
         """Reads will come from ``sock``: by :meth:`read_socket` on the
         loop, or by ``receiver``'s thread when given (it then calls
-        ``on_received``).  Returns whether the kernel agreed to stamp the
-        socket's data (K1)."""
+        ``on_received``), split by the segments ``capture`` saw when given.
+        Returns whether the kernel agreed to stamp the socket's data (K1)."""
         self._sock = sock
         self._clock = clock
         self._kernel = enable_kernel_stamps(sock)
+        if capture is not None and self._kernel:
+            try:
+                local, peer = sock.getsockname(), sock.getpeername()
+            except OSError:  # reset already: the first read says so
+                pass
+            else:
+                self._capture = capture
+                self._segment_key = (local[1], peer[0], peer[1])
         if receiver is not None and receiver.running:
             try:
                 self._registration = receiver.add(self, sock)
@@ -425,6 +459,9 @@ class SocketReader:
 
     def detach_socket(self) -> None:
         """Stops the receive thread reading the socket (before it is closed)."""
+        if self._capture is not None:
+            self._capture.forget(self._segment_key[0])
+            self._capture = None
         registration, self._registration = self._registration, None
         if registration is not None and self._receiver is not None:
             self._receiver.remove(registration)
@@ -473,11 +510,41 @@ class SocketReader:
 
     def _feed_read(self, data: Any, t_realtime: int, t_read: int) -> None:
         assert self._clock is not None
+        if self._capture is not None:
+            self._feed_segments(data, t_realtime, t_read)
+            return
         if t_realtime and self._kernel:
             t_ns = self._clock.arrival(t_realtime, t_read, self._stamp_floor())
             self._feed(data, t_ns, t_read, True)
         else:
             self._feed(data, t_read, t_read, False)
+
+    def _feed_segments(self, data: Any, t_realtime: int, t_read: int) -> None:
+        """One read, piece by piece: each piece's stamp is its segment's
+        arrival, at least the previous piece's (P8: a byte is readable once
+        every byte before it arrived); a piece no segment covers takes the
+        read's own kernel stamp (K2)."""
+        assert self._clock is not None
+        capture = self._capture
+        capture.drain()  # P3: the read's segments are in the ring by now
+        local_port, remote, remote_port = self._segment_key
+        start = self._stream_offset
+        end = self._stream_offset = start + len(data)
+        view = memoryview(data)
+        pos = 0
+        for length, t_segment, why in capture.runs(local_port, remote, remote_port, start, end):
+            if why == 0:
+                t_ns = self._clock.arrival(t_segment, t_read, self._stamp_floor())
+            elif t_realtime:
+                t_ns = self._clock.arrival(t_realtime, t_read, self._stamp_floor())
+            else:
+                t_ns = t_read
+            self.last_read_segment = why + 1
+            self._feed(view[pos : pos + length], t_ns, t_read, bool(why == 0 or t_realtime))
+            pos += length
+            if self._capture is None:  # closed by what the piece completed
+                break
+        capture.consume_to(local_port, remote, remote_port, end)
 
     def _take_received(self) -> int:
         registration = self._registration

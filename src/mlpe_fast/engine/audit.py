@@ -104,6 +104,10 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
     #: Every receive thread's placement and scheduler counters (one per
     #: client that ran one: replicas and engines add theirs).
     receive_threads: tuple[ReceiveScheduling, ...] = ()
+    #: Segment stamps: why the capture could not be opened (empty when it
+    #: was, or was not asked for) and the frames its ring dropped.
+    packet_note: str = ""
+    capture_drops: int = 0
 
     @classmethod
     def of(cls, client: Client | Replicas) -> ClientTotals:
@@ -125,6 +129,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
             warmed_connections=client.warmed_connections,
             warm_up_ns=client.warm_up_ns,
             receive_threads=() if scheduling is None else (scheduling,),
+            packet_note=client.packet_note,
+            capture_drops=client.capture_drops,
         )
 
     def plus(self, *others: ClientTotals) -> ClientTotals:
@@ -146,6 +152,8 @@ class ClientTotals(msgspec.Struct, frozen=True, gc=False):
                 total.warmed_connections + other.warmed_connections,
                 max(total.warm_up_ns, other.warm_up_ns),  # side by side, not one after another
                 total.receive_threads + other.receive_threads,
+                total.packet_note or other.packet_note,
+                total.capture_drops + other.capture_drops,
             )
         return total
 
@@ -178,6 +186,16 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     receive_stamps_note: str = ""
     kernel_stamped: int = 0
     stamped: int = 0  # records with a response stamp (t_first or t_done)
+    #: Segment stamps (--receive-stamps packet): first tokens stamped with
+    #: their segment's arrival, and those that took the read's kernel stamp
+    #: because the capture never saw the connection's SYN-ACK, lost frames,
+    #: or saw no segment with the bytes (RequestRecord.segment_stamp).
+    segment_stamped: int = 0
+    segment_unknown: int = 0
+    segment_lost: int = 0
+    segment_missed: int = 0
+    capture_drops: int = 0
+    packet_note: str = ""
     read_lag_first_p50_ms: float = 0.0
     read_lag_first_p99_ms: float = 0.0
     read_lag_first_max_ms: float = 0.0
@@ -230,6 +248,9 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                 f"{self.first_reads_with_next:,} of {self.first_reads:,} ({share:.1%}); "
                 f"{self.tail_verdict}"
             )
+        segments = self._segments()
+        if segments:
+            rows["segment stamps"] = segments
         if self.engines > 1:
             shares = " + ".join(str(c) for c in self.engine_concurrency)
             rows["engines"] = (
@@ -272,6 +293,22 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
         return (
             f"{kind}: {self.kernel_stamped:,} of {self.stamped:,} requests with a response "
             f"(clock map ±{self.clock_map_error_us:.3f} µs{steps})"
+        )
+
+    def _segments(self) -> str:
+        fell_back = self.segment_unknown + self.segment_lost + self.segment_missed
+        if not self.segment_stamped and not fell_back:
+            return f"off: {self.packet_note}" if self.packet_note else ""
+        reasons = (
+            f" (fell back to the read's stamp: {self.segment_unknown:,} unknown connection, "
+            f"{self.segment_lost:,} capture lost frames, {self.segment_missed:,} not captured)"
+            if fell_back
+            else ""
+        )
+        drops = f"; ring dropped {self.capture_drops:,} frames" if self.capture_drops else ""
+        return (
+            f"{self.segment_stamped:,} of {self.segment_stamped + fell_back:,} first tokens "
+            f"at their segment's arrival{reasons}{drops}"
         )
 
     def _connections(self) -> str:
@@ -418,6 +455,8 @@ def audit_records(
     warmed_connections: int = 0,
     warm_up_ns: int = 0,
     receive_threads: Sequence[ReceiveScheduling] = (),
+    packet_note: str = "",
+    capture_drops: int = 0,
 ) -> Audit:
     """The audit of a run from its records and the probe's readings.
 
@@ -435,6 +474,7 @@ def audit_records(
     kernel = stamped = 0
     with_setup = 0
     first_reads = with_next = 0
+    segments = [0, 0, 0, 0, 0]  # by RequestRecord.segment_stamp
     for record in records:
         requests += 1
         response = record.response
@@ -446,6 +486,7 @@ def audit_records(
         late.append(record.t_issue - record.t_sched)
         if record.response.t_first is not None or record.response.t_done is not None:
             stamped += 1
+        segments[record.segment_stamp if 0 <= record.segment_stamp <= 4 else 0] += 1
         if record.kernel_stamps:
             kernel += 1
             first, done = record.response.t_first, record.response.t_done
@@ -510,4 +551,10 @@ def audit_records(
         first_reads=first_reads,
         first_reads_with_next=with_next,
         tail_verdict=_tail_verdict(first_reads, with_next, threads, wait_us),
+        segment_stamped=segments[1],
+        segment_unknown=segments[2],
+        segment_lost=segments[3],
+        segment_missed=segments[4],
+        capture_drops=capture_drops,
+        packet_note=packet_note,
     )

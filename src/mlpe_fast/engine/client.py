@@ -117,6 +117,10 @@ class Client:
             (``engine/rx_sched.py``).
         receive_cpus: the CPUs the receive thread runs on (empty: wherever
             the process may).
+        packet_stamps: with ``kernel_stamps``, stamp each byte with the
+            arrival of the TCP segment that carried it, from a packet socket
+            (``csrc/mlpe_pktstamp.h``; needs CAP_NET_RAW, else kernel stamps
+            and ``packet_note`` says why).
     """
 
     def __init__(
@@ -140,6 +144,7 @@ class Client:
         receive_thread: bool = True,
         receive_priority: int = 0,
         receive_cpus: tuple[int, ...] = (),
+        packet_stamps: bool = False,
     ) -> None:
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https"):
@@ -193,6 +198,7 @@ class Client:
         self.receive_thread = receive_thread
         self.receive_priority = receive_priority
         self.receive_cpus = tuple(receive_cpus)
+        self.packet_stamps = packet_stamps
         self.base_url = base_url
         self._api_key = api_key
         self.host = parts.hostname
@@ -245,6 +251,7 @@ class Client:
             receive_thread=self.receive_thread and self._endpoint.tls is None,
             receive_priority=self.receive_priority,
             receive_cpus=self.receive_cpus,
+            packet_stamps=self.packet_stamps,
         )
         timeouts = [t for t in (self._idle_timeout_ns, self._total_timeout_ns) if t is not None]
         if timeouts:
@@ -427,6 +434,20 @@ class Client:
         """Connections whose reads carried the kernel's arrival stamps."""
         pool = self._pool or self._closed_pool
         return 0 if pool is None else pool.kernel_stamped_connections
+
+    @property
+    def packet_note(self) -> str:
+        """Why segment stamps were asked for and not used ("" otherwise)."""
+        pool = self._pool or self._closed_pool
+        return "" if pool is None else pool.packet_note
+
+    @property
+    def capture_drops(self) -> int:
+        """Frames the packet capture's ring dropped (segment stamps)."""
+        pool = self._pool or self._closed_pool
+        if pool is None or pool.capture is None:
+            return 0
+        return int(pool.capture.stats["drops"])
 
     @property
     def arrival_clock(self) -> ArrivalClock | None:

@@ -174,7 +174,13 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
         exchange.on_done(exchange.record(t_ns, summary, error_class, message, reads))
 
     def _read_stamps(self) -> ReadStamps:
-        return (self.first_read_ns, self.done_read_ns, self.kernel_first, self.kernel_done)
+        return (
+            self.first_read_ns,
+            self.done_read_ns,
+            self.kernel_first,
+            self.kernel_done,
+            self.segment_first,
+        )
 
     def close(self) -> None:
         if not self.closed:

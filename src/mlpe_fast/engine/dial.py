@@ -168,11 +168,13 @@ async def dial(
     timeout: float,
     arrival_clock: ArrivalClock | None = None,
     receiver: ReceiveThread | None = None,
+    capture: Any = None,
 ) -> Dialed:
     """Connects and returns the protocol object ``make_protocol(http2)`` made
     for the connection, already attached to it; with ``arrival_clock``,
     cleartext reads carry the kernel's arrival stamps (module doc), read by
-    ``receiver``'s thread when given.
+    ``receiver``'s thread when given, split by the segments ``capture``
+    (a :class:`~._pktstamp_py.PacketCapture`) saw when given.
 
     Raises:
         DialError: ``ConnectTimeout``, ``ConnectError`` or ``TLSError``.
@@ -185,7 +187,7 @@ async def dial(
         http2 = endpoint.http2
         if arrival_clock is not None:
             return await _dial_stamped(
-                endpoint, make_protocol, timeout, arrival_clock, receiver, t_start
+                endpoint, make_protocol, timeout, arrival_clock, receiver, t_start, capture
             )
         _, protocol = await _connect(endpoint, lambda: make_protocol(http2), timeout)
         return Dialed(protocol, http2, monotonic_ns() - t_start, 0)
@@ -255,6 +257,7 @@ async def _dial_stamped(
     arrival_clock: ArrivalClock,
     receiver: ReceiveThread | None,
     t_start: int,
+    capture: Any = None,
 ) -> Dialed:
     """A cleartext connection on the engine's own socket (module doc)."""
     loop = asyncio.get_running_loop()
@@ -262,7 +265,7 @@ async def _dial_stamped(
     tcp_ns = monotonic_ns() - t_start
     http2 = endpoint.http2
     protocol = make_protocol(http2)
-    if protocol.attach_socket(sock, arrival_clock, receiver):
+    if protocol.attach_socket(sock, arrival_clock, receiver, capture):
         StampedSocketTransport(loop, sock, protocol)
         return Dialed(protocol, http2, tcp_ns, 0, kernel_stamps=True)
     protocol.detach_socket()

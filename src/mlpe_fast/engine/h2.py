@@ -129,6 +129,7 @@ class _Stream:
         "kernel_done",
         "kernel_first",
         "registered",
+        "segment_first",
         "stream_id",
     )
 
@@ -144,12 +145,13 @@ class _Stream:
         # and whether their stamps are the kernel's (RequestRecord).
         self.first_read = self.done_read = 0
         self.kernel_first = self.kernel_done = False
+        self.segment_first = 0  # _receive_py.SEGMENT_*
 
     def reads(self, summary: ResponseSummary) -> ReadStamps:
         """The read stamps for :meth:`Exchange.record`: the end's only when
         the read that ended the stream also carried ``t_done``."""
         done_read = self.done_read if summary.t_done == self.done_at else 0
-        return (self.first_read, done_read, self.kernel_first, self.kernel_done)
+        return (self.first_read, done_read, self.kernel_first, self.kernel_done, self.segment_first)
 
     @property
     def t_issue(self) -> int:
@@ -438,6 +440,7 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
         if not stream.first_read:
             stream.first_read = self.last_read_ns
             stream.kernel_first = self.last_read_kernel
+            stream.segment_first = self.last_read_segment
 
     def _done(self, stream: _Stream, t_ns: int) -> None:
         """Rule 7: stamp now, make the record after this iteration's reads."""

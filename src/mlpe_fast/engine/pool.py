@@ -23,11 +23,14 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import errno
+import ipaddress
 import socket
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ._pktstamp import PacketCapture
 from ._receive import ArrivalClock, ReceiveThread, enable_kernel_stamps
 from .clock import monotonic_ns
 from .connection import Connection
@@ -37,7 +40,7 @@ from .framing import RequestFraming
 from .h2 import H2Connection
 from .rx_sched import ReceiveScheduling
 
-__all__ = ("STREAMS_BEFORE_SETTINGS", "ConnectionPool", "InFlight")
+__all__ = ("STREAMS_BEFORE_SETTINGS", "ConnectionPool", "InFlight", "open_capture")
 
 # RFC 9113 section 6.5.2 recommends servers allow at least 100 streams.
 STREAMS_BEFORE_SETTINGS = 100
@@ -53,6 +56,36 @@ def _stamping_keeper() -> socket.socket | None:
         sock.close()
         return None
     return sock
+
+
+def open_capture(host: str, port: int) -> tuple[PacketCapture | None, str]:
+    """A packet capture of the segments from ``host:port``
+    (``csrc/mlpe_pktstamp.h`` P1), or None and why it cannot be had, in a
+    few words for a one-line warning."""
+    try:
+        address = str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        try:
+            found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as error:
+            return None, f"cannot resolve {host}: {error}"
+        addresses = [str(entry[4][0]) for entry in found]
+        # Loopback only when every address is: else every interface.
+        address = (
+            addresses[0]
+            if addresses and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+            else "0.0.0.0"
+        )
+    try:
+        return PacketCapture(port, address), ""
+    except OSError as error:
+        if error.errno in (errno.EPERM, errno.EACCES):
+            return None, "a packet socket needs CAP_NET_RAW (run as root or grant it)"
+        if error.errno == errno.ENODEV:
+            return None, str(error.strerror or error)
+        if error.errno in (errno.EOPNOTSUPP, errno.EAFNOSUPPORT):
+            return None, "this system has no packet sockets (Linux only)"
+        return None, f"the packet socket could not be opened: {error.strerror or error}"
 
 
 class InFlight(Protocol):
@@ -83,6 +116,7 @@ class ConnectionPool:
         receive_thread: bool = False,
         receive_priority: int = 0,
         receive_cpus: tuple[int, ...] = (),
+        packet_stamps: bool = False,
     ) -> None:
         self.endpoint = endpoint
         # Given, cleartext connections read with the kernel's arrival stamps
@@ -103,6 +137,18 @@ class ConnectionPool:
         # the first dial and stays open until the pool closes keeps it on.
         self._stamping_on: socket.socket | None = None
         self.kernel_stamped_connections = 0
+        # Segment stamps (csrc/mlpe_pktstamp.h): the capture opens with the
+        # first dial, before its SYN-ACK can arrive; packet_note says why
+        # there is none when they were asked for.
+        self._want_capture = packet_stamps and arrival_clock is not None and endpoint.tls is None
+        self.capture: PacketCapture | None = None
+        self.packet_note = ""
+        if packet_stamps and not self._want_capture:
+            self.packet_note = (
+                "segment stamps apply to cleartext connections only"
+                if endpoint.tls is not None
+                else "segment stamps need kernel stamps"
+            )
         self.framing = framing
         self.connect_timeout = connect_timeout
         self.decoder_options = decoder_options
@@ -375,6 +421,8 @@ class ConnectionPool:
         if self._stamping_on is not None:
             self._stamping_on.close()
             self._stamping_on = None
+        if self.capture is not None:  # every connection has let go of it (close)
+            self.capture.close()
         receiver, self.receiver = self.receiver, None
         if receiver is not None:  # every connection has let go of it (close)
             if self._receiver_loop is not None:
@@ -389,12 +437,17 @@ class ConnectionPool:
             return self.receiver.scheduling()
         return self._receive_scheduling
 
-    def _dial_options(self) -> tuple[ArrivalClock | None, ReceiveThread | None]:
+    def _dial_options(
+        self,
+    ) -> tuple[ArrivalClock | None, ReceiveThread | None, PacketCapture | None]:
         """The stamping a dial takes.  The first dial starts the receive
-        thread and the stamping keeper: a pool that never dials (or is made
-        before its loop runs) holds neither."""
+        thread, the stamping keeper and the packet capture: a pool that
+        never dials (or is made before its loop runs) holds none of them."""
         if self.arrival_clock is None or self._closed:
-            return self.arrival_clock, None
+            return self.arrival_clock, None, None
+        if self._want_capture:
+            self._want_capture = False
+            self.capture, self.packet_note = open_capture(self.endpoint.host, self.endpoint.port)
         if self._want_receiver:
             self._want_receiver = False
             try:
@@ -407,4 +460,4 @@ class ConnectionPool:
                 self.receiver = receiver
         if self._stamping_on is None:
             self._stamping_on = _stamping_keeper()
-        return self.arrival_clock, self.receiver
+        return self.arrival_clock, self.receiver, self.capture

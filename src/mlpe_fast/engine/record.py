@@ -50,6 +50,13 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     at the end of a body the server ended by closing is the read that saw
     the close either way (the kernel stamps data, not the close).
 
+    ``segment_stamp`` says where ``t_first`` came from with segment stamps
+    (``--receive-stamps packet``): 1 the arrival of the segment that carried
+    the first token's last byte; 2, 3 or 4 the read's kernel stamp instead,
+    because the capture never saw the connection's SYN-ACK, lost frames, or
+    saw no segment with those bytes (``_receive_py.SEGMENT_*``); 0 without
+    segment stamps.
+
     ``endpoint`` is the index of the endpoint that served the request, in
     the order the run was given them (0 with one endpoint; see
     :mod:`.replicas`).
@@ -78,6 +85,7 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     t_done_read: int | None = None
     kernel_stamps: bool = False
     endpoint: int = 0
+    segment_stamp: int = 0
 
     @property
     def ok(self) -> bool:

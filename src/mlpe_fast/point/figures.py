@@ -265,6 +265,8 @@ def _audit(measured: Measured, client: ClientTotals) -> Audit:
         warmed_connections=client.warmed_connections,
         warm_up_ns=client.warm_up_ns,
         receive_threads=client.receive_threads,
+        packet_note=client.packet_note,
+        capture_drops=client.capture_drops,
     )
     return audit if measured.engines is None else audit_engines(audit, measured.engines)
 

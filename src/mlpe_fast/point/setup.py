@@ -15,8 +15,10 @@ second).
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -28,6 +30,7 @@ from ..accuracy.swe_bench import SweBenchError, SweBenchOptions, check_service
 from ..clients import client_for
 from ..config import RunConfig
 from ..engine import EndpointUnreachable
+from ..engine.pool import open_capture
 from ..engine.replicas import AnyClient
 from ..errors import UsageError
 from ..load.agentic import AgenticDataset, AgenticSettings, load_agentic
@@ -132,6 +135,7 @@ async def open_point(
     client = client_for(config, urls, turn_timeout_s=turn_timeout)  # the cheapest mistake first
     inputs = load_inputs(config)
     await _check_reachable(client)
+    _check_packet_stamps(config, urls, err)
     for dataset in inputs.accuracy:  # a service that cannot be used: before any load
         if is_swe_bench(dataset):
             try:
@@ -185,6 +189,27 @@ async def _server_calls(
     if resets:
         calls["prefix_cache_reset"] = resets
     return calls
+
+
+def _check_packet_stamps(config: RunConfig, urls: Sequence[str], err: TextIO | None) -> None:
+    """``--receive-stamps packet`` that cannot be had is one line of
+    warning, and the run goes on with kernel stamps (the audit says it too)."""
+    if config.receive_stamps != "packet":
+        return
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme == "https":
+            note = "segment stamps apply to cleartext connections only"
+        else:
+            capture, note = open_capture(parts.hostname or "", parts.port or 80)
+            if capture is not None:
+                capture.close()
+                continue
+        print(
+            f"mlpe-fast: warning: --receive-stamps packet: {note}; using kernel stamps",
+            file=err if err is not None else sys.stderr,
+        )
+        return
 
 
 async def _check_reachable(client: AnyClient) -> None:
