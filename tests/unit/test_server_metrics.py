@@ -3,7 +3,9 @@ servers' names, and what a point's scrapes sum up to."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +292,30 @@ def test_a_page_not_offered_is_said_in_the_summary() -> None:
     }
     assert server_metrics_line(block) == "server metrics: not offered (GET u answered 404)\n"
     assert audit_figures(run) == {}
+
+
+# --- the report's charts -------------------------------------------------------------------
+
+
+def test_the_report_draws_each_point_with_scrapes_and_a_failed_scrape_is_a_gap(
+    tmp_path: Path,
+) -> None:
+    from mlpe_fast.report.server_metrics import server_metrics_section
+
+    with_file, without = tmp_path / "r1", tmp_path / "r2"
+    with_file.mkdir()
+    without.mkdir()
+    rows = [
+        {"t_ns": 0, "values": {"running": 0, "waiting": 0}},
+        {"t_ns": 10**9, "values": {"running": 4, "waiting": 1}},
+        {"t_ns": 2 * 10**9, "error": "no answer within 1 s"},
+        {"t_ns": 3 * 10**9, "values": {"running": 2, "waiting": 0}},
+    ]
+    text = "\n".join(json.dumps(r) for r in rows) + "\nnot json\n"
+    (with_file / "server_metrics.jsonl").write_text(text)
+    section = server_metrics_section([("concurrency 1", with_file), ("concurrency 2", without)])
+    assert section.count('class="server-metrics"') == 1 and "concurrency 1" in section
+    assert "4 scrapes, 1 failed scrapes" in section and "3.0 s" in section
+    # two runs of each line around the failed scrape
+    assert section.count("<polyline") == 4
+    assert server_metrics_section([("concurrency 2", without)]) == ""
