@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.server_metrics.names import map_page
 from mlpe_fast.server_metrics.prometheus import parse_page
-from tests.data_files import CHAR_TOKENIZER, DUMMY_1K
 
 _GAUGES = [
     "vllm:num_requests_running",
@@ -60,8 +60,30 @@ _HISTOGRAMS = [
     "vllm:request_prompt_tokens",
     "vllm:request_generation_tokens",
 ]
-_BUCKETS = [f"{b:g}" for b in (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-                               0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80)] + ["+Inf"]
+_BUCKETS = [
+    f"{b:g}"
+    for b in (
+        0.001,
+        0.005,
+        0.01,
+        0.02,
+        0.04,
+        0.06,
+        0.08,
+        0.1,
+        0.25,
+        0.5,
+        0.75,
+        1,
+        2.5,
+        5,
+        7.5,
+        10,
+        20,
+        40,
+        80,
+    )
+] + ["+Inf"]
 
 
 def vllm_page() -> str:
@@ -73,7 +95,7 @@ def vllm_page() -> str:
     for k, name in enumerate(_COUNTERS):
         lines += [f"# HELP {name} A counter.", f"# TYPE {name} counter"]
         lines.append(f"{name}{{{label}}} {k * 1000.0 + 0.5}")
-        lines.append(f'{name.removesuffix("_total")}_created{{{label}}} 1.7e9')
+        lines.append(f"{name.removesuffix('_total')}_created{{{label}}} 1.7e9")
     for name in _HISTOGRAMS:
         lines += [f"# HELP {name} A histogram.", f"# TYPE {name} histogram"]
         for reason in ("stop", "length"):

@@ -2,9 +2,10 @@
 
 Run as a script (``python tests/integration/metrics_trouble_sim.py
 --trouble MODE --port 0 ...``, with the flags of ``python -m
-mlpe_fast.sim.server``): the same server, whose ``GET /metrics`` answers its first request as usual and
-then, by MODE, ``garbage`` (an HTML page with status 200) or ``hang`` (no
-answer at all: the request is read and left).  Everything else is answered
+mlpe_fast.sim.server``): the same server, whose ``GET /metrics`` answers
+its first request as usual and then, by MODE, ``garbage`` (an HTML page
+with status 200) or ``hang`` (no answer at all: the request is read and
+left).  Everything else is answered
 as usual, so that a test sees what a broken metrics page does to a run.
 """
 

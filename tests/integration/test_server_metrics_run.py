@@ -178,7 +178,10 @@ def test_each_point_of_a_curve_has_its_series_and_the_report_plots_them(
     ],
 )
 def test_flag_mistakes_are_one_line_and_status_2(
-    endpoint: str, tmp_path: Path, flags: list[str], message: str,
+    endpoint: str,
+    tmp_path: Path,
+    flags: list[str],
+    message: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(_run(endpoint, tmp_path / "run", *flags)) == 2

@@ -81,9 +81,7 @@ def test_a_histogram_s_and_a_summary_s_samples_belong_to_their_family() -> None:
 
 def test_a_series_key_escapes_its_labels_again_in_sorted_order() -> None:
     (odd,) = [s for s in parse_page(PAGE).samples if s.name == "odd"]
-    assert series_key(odd) == (
-        'odd{brace="}",nl="a\\nb",path="C:\\\\dir",quote="say \\"hi\\""}'
-    )
+    assert series_key(odd) == ('odd{brace="}",nl="a\\nb",path="C:\\\\dir",quote="say \\"hi\\""}')
     # and the key reads back as the same series
     (again,) = parse_page(series_key(odd) + " 1").samples
     assert again.labels == tuple(sorted(odd.labels))
@@ -230,20 +228,41 @@ def test_the_summary_reads_the_window_and_counter_deltas_from_its_baseline() -> 
     scrapes = [
         _scrape(0, running=0, waiting=0, prefix_cache_queries=100, prefix_cache_hits=10),
         _scrape(5, running=2, waiting=0, prefix_cache_queries=150, prefix_cache_hits=20),
-        _scrape(10, running=4, waiting=2, kv_cache_usage=0.3, prefix_cache_queries=300,
-                prefix_cache_hits=60, preemptions=1, spec_draft_tokens=10,
-                spec_accepted_tokens=1),
+        _scrape(
+            10,
+            running=4,
+            waiting=2,
+            kv_cache_usage=0.3,
+            prefix_cache_queries=300,
+            prefix_cache_hits=60,
+            preemptions=1,
+            spec_draft_tokens=10,
+            spec_accepted_tokens=1,
+        ),
         Scraped(15, 15, 2_000_000, {}, "no answer within 1 s"),
-        _scrape(20, running=2, waiting=0, kv_cache_usage=0.5, prefix_cache_queries=550,
-                prefix_cache_hits=120, preemptions=4, spec_draft_tokens=110,
-                spec_accepted_tokens=71),
+        _scrape(
+            20,
+            running=2,
+            waiting=0,
+            kv_cache_usage=0.5,
+            prefix_cache_queries=550,
+            prefix_cache_hits=120,
+            preemptions=4,
+            spec_draft_tokens=110,
+            spec_accepted_tokens=71,
+        ),
     ]
     from mlpe_fast.server_metrics.scraper import ScrapeCosts
 
     run = ServerMetricsRun(
-        "http://h/metrics", True, "vllm", scrapes,
-        ScrapeCosts(5, 1, 5000, 2_000_000, 6_000_000, 0), tracking_start_ns=7,
-        interval_s=0.5, first_error="no answer within 1 s",
+        "http://h/metrics",
+        True,
+        "vllm",
+        scrapes,
+        ScrapeCosts(5, 1, 5000, 2_000_000, 6_000_000, 0),
+        tracking_start_ns=7,
+        interval_s=0.5,
+        first_error="no answer within 1 s",
     )
     block = server_metrics_summary(run)
     assert block["scrapes_in_window"] == 2  # the failed one and the warmup's are not in it

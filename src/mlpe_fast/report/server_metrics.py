@@ -58,7 +58,7 @@ def _chart(label: str, rows: Sequence[dict[str, Any]]) -> str:
     )
 
     def x(t_ns: int) -> float:
-        return _PAD + (t_ns - t0) / 1e9 / span * (_W - 2 * _PAD)
+        return float(_PAD + (t_ns - t0) / 1e9 / span * (_W - 2 * _PAD))
 
     def y(value: float) -> float:
         return _H - _PAD + 10 - value / top * (_H - 2 * _PAD)
@@ -69,8 +69,7 @@ def _chart(label: str, rows: Sequence[dict[str, Any]]) -> str:
         f'<text x="{_PAD - 4}" y="{y(top) + 4:.1f}" text-anchor="end" font-size="10">'
         f"{top:g}</text>",
         f'<text x="{_PAD - 4}" y="{y(0) + 4:.1f}" text-anchor="end" font-size="10">0</text>',
-        f'<text x="{_W - _PAD}" y="{_H - 6}" text-anchor="end" font-size="10">'
-        f"{span:,.1f} s</text>",
+        f'<text x="{_W - _PAD}" y="{_H - 6}" text-anchor="end" font-size="10">{span:,.1f} s</text>',
     ]
     legend = []
     for name, colour in SERIES_DRAWN:
