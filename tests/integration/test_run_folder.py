@@ -35,6 +35,9 @@ RUN_FILES = {
     "metrics/final_snapshot.json",
     "metrics/.ready",
     "steady_state.json",
+    # the simulated endpoint's /metrics: its probe, then the point's scrapes
+    "server_calls.json",
+    "server_metrics.jsonl",
 }
 
 
@@ -241,7 +244,13 @@ def test_sigkill_leaves_a_log_that_analyze_calls_interrupted(
                 proc.wait()
     assert proc.returncode == -signal.SIGKILL
     # what was flushed, and no sign of a finished point
-    assert _files(run) == {"config.yaml", "events.jsonl"}
+    # (the metrics probe's record and the scrapes flushed are written as they come)
+    assert _files(run) == {
+        "config.yaml",
+        "events.jsonl",
+        "server_calls.json",
+        "server_metrics.jsonl",
+    }
     text = (run / "events.jsonl").read_text()
     whole = text[: text.rfind("\n") + 1]  # a kill in mid-write may cut the last line
     lines = [json.loads(x) for x in whole.splitlines()]

@@ -92,8 +92,11 @@ def test_headers_and_the_extra_body_reach_every_request(
         body = request["body"]
         assert (body["ignore_eos"], body["min_tokens"], body["vendor"]) == (True, 8, {"k": [1]})
         assert body["max_completion_tokens"] == 8 and body["stream"] is True
-    # the calls before the load carry them too: the tokenizer check's
-    assert {r["path"] for r in seen} == {"/v1/chat/completions", "/tokenize"}
+    # the calls before the load carry them too: the tokenizer check's; and the
+    # server-metrics scrapes beside it, on HTTP/1.1 connections of their own
+    assert {r["path"] for r in seen} == {"/v1/chat/completions", "/tokenize", "/metrics"}
+    for request in (r for r in seen if r["path"] == "/metrics"):
+        assert ["x-team", "perf"] in request["headers"] and request["protocol"] == "h1"
 
 
 @pytest.mark.pipeline
@@ -257,7 +260,11 @@ def test_the_prefix_cache_is_reset_before_each_point_of_a_curve_and_its_warmup(
     assert main(_run(endpoint, test, *flags)) == 0
     err = capsys.readouterr().err
     assert err.count(f"mlpe-fast: prefix cache reset: POST {endpoint}{route} 200") == 2
-    seen = [r["path"] for r in read_requests(endpoint, test) if r["path"] != "/tokenize"]
+    seen = [
+        r["path"]
+        for r in read_requests(endpoint, test)
+        if r["path"] not in ("/tokenize", "/metrics")  # the metrics scraped beside the load
+    ]
     # each point: its reset, then its 2 warmup and 4 measured queries
     assert seen == [route, *["/v1/chat/completions"] * 6] * 2
     for name in ("r1", "r2"):
@@ -342,7 +349,7 @@ def test_an_endpoint_without_tokenize_is_skipped_or_refused(
     folder = tmp_path / "run"
     flags = [
         *("--dataset", f"{DUMMY_1K},parser.prompt=text_input,samples=4", "--num-samples", "2"),
-        *("--tokenizer", DEMO_TOKENIZER),
+        *("--tokenizer", DEMO_TOKENIZER, "--server-metrics", "off"),
     ]
     with simulated_endpoint(FAST) as url:
         assert main(_run(url, "auto", *flags, "--report-dir", str(folder))) == 0

@@ -241,6 +241,10 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["reset_prefix_cache"] = config.reset_prefix_cache
     if config.tokenizer_check != "auto":
         out["mlpe_fast"]["tokenizer_check"] = config.tokenizer_check
+    if config.server_metrics != "auto":
+        out["mlpe_fast"]["server_metrics"] = config.server_metrics
+    if config.server_metrics_interval_s != 1.0:
+        out["mlpe_fast"]["server_metrics_interval_s"] = config.server_metrics_interval_s
     return out
 
 

@@ -14,7 +14,9 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     ├── steady_state.json                 the steady-state analysis (spec §1.4) and its
     │                                     point.yaml block (fixed-concurrency points)
     ├── server_calls.json                 mlpe-fast's calls before the load: tokenizer
-    │                                     check, prefix-cache resets (when made)
+    │                                     check, prefix-cache resets, the metrics probe
+    ├── server_metrics.jsonl              the server's /metrics scraped through the
+    │                                     point, one line a scrape (when offered)
     └── metrics/final_snapshot.json       the counters and series the summary came from
         metrics/.ready                    touched once final_snapshot.json is written
 
@@ -79,6 +81,7 @@ RUN_ENTRIES = (
     "distributed",
     "swe_bench_runs",
     "server_calls.json",
+    "server_metrics.jsonl",
 )
 
 

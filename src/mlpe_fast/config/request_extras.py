@@ -1,8 +1,11 @@
 """What every request carries beyond its body's own fields, and what the
 endpoint is asked before the load: ``--header NAME:VALUE`` (YAML
 ``mlpe_fast.headers``), ``--extra-body JSON`` (``mlpe_fast.extra_body``),
-``--reset-prefix-cache vllm|sglang|PATH`` (``mlpe_fast.reset_prefix_cache``)
-and ``--tokenizer-check auto|on|off`` (``mlpe_fast.tokenizer_check``).
+``--reset-prefix-cache vllm|sglang|PATH`` (``mlpe_fast.reset_prefix_cache``),
+``--tokenizer-check auto|on|off`` (``mlpe_fast.tokenizer_check``) and what
+is read beside it, ``--server-metrics auto|off|URL`` and
+``--server-metrics-interval SECONDS`` (``mlpe_fast.server_metrics``,
+``mlpe_fast.server_metrics_interval_s``; ``server_metrics/scraper.py``).
 
 Headers go on every request of the run, the load's and the calls before it
 (a gateway's key or routing field is needed by both); the fields the client
@@ -26,22 +29,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
 from ..engine.client import REDACTED
 from ..errors import UsageError
-from .coerce import choice, kind_of, short
+from .coerce import choice, kind_of, number, short
 from .given import Given
 
 __all__ = (
     "EXTRA_BODY_OWNED",
+    "MIN_SERVER_METRICS_INTERVAL_S",
     "PREFIX_CACHE_ROUTES",
     "TOKENIZER_CHECKS",
     "TokenizerCheck",
     "extra_body",
     "headers",
     "reset_prefix_cache",
+    "server_metrics",
+    "server_metrics_interval",
 )
 
 #: ``--tokenizer-check``: ``auto`` checks when the endpoint offers
@@ -195,3 +202,46 @@ def tokenizer_check(given: Given) -> TokenizerCheck:
         return "on" if given.value else "off"
     mode: TokenizerCheck = choice(given, TOKENIZER_CHECKS, {})
     return mode
+
+
+#: The shortest ``--server-metrics-interval``: scraping stays a low rate
+#: beside the load (a server builds its page on each ask).
+MIN_SERVER_METRICS_INTERVAL_S = 0.1
+
+
+def server_metrics(given: Given) -> str:
+    """``auto`` (the endpoint's origin + ``/metrics``), ``off``, or the
+    http(s) URL of the page; a YAML boolean is auto or off."""
+    value, where = given
+    if isinstance(value, bool):
+        return "auto" if value else "off"
+    if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
+        return value.strip().lower()
+    if isinstance(value, str):
+        url = value.strip()
+        parts = urlsplit(url)
+        if (
+            parts.scheme in ("http", "https")
+            and parts.hostname
+            and not any(c.isspace() or c == "\0" for c in url)
+        ):
+            try:
+                parts.port  # noqa: B018 - raises for a bad port
+            except ValueError:
+                pass
+            else:
+                return url
+    raise UsageError(
+        f"{where}: expected auto, off or an http(s):// URL of a /metrics page, got {short(value)}"
+    )
+
+
+def server_metrics_interval(given: Given) -> float:
+    """Seconds between scrapes, at least :data:`MIN_SERVER_METRICS_INTERVAL_S`."""
+    seconds = number(given, positive=True)
+    if seconds < MIN_SERVER_METRICS_INTERVAL_S:
+        raise UsageError(
+            f"{given.where}: {seconds:g} s is below {MIN_SERVER_METRICS_INTERVAL_S:g} s: "
+            "scraping must stay a low rate beside the load"
+        )
+    return seconds

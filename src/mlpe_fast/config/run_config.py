@@ -215,6 +215,11 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
         tokenizer_check: compare the client's prompt token counts with the
             endpoint's ``/tokenize`` before the load: "auto" (when offered),
             "on" (insist) or "off" (``--tokenizer-check``).
+        server_metrics: the server's Prometheus page read through each
+            point: "auto" (the endpoint's origin + ``/metrics``, when
+            offered), "off", or its URL (``--server-metrics``).
+        server_metrics_interval_s: seconds between two scrapes
+            (``--server-metrics-interval``).
     """
 
     endpoints: tuple[str, ...] = default_of("endpoints")
@@ -270,6 +275,8 @@ class RunConfig(msgspec.Struct, frozen=True, kw_only=True):
     extra_body: dict[str, Any] | None = default_of("extra_body")
     reset_prefix_cache: str | None = default_of("reset_prefix_cache")
     tokenizer_check: TokenizerCheck = default_of("tokenizer_check")
+    server_metrics: str = default_of("server_metrics")
+    server_metrics_interval_s: float = default_of("server_metrics_interval_s")
 
     @property
     def stream(self) -> bool:

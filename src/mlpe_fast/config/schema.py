@@ -390,6 +390,22 @@ SETTINGS: tuple[Setting, ...] = (
                     "to POST to"),),
         yaml_keys=("mlpe_fast.reset_prefix_cache",),
     ),
+    Setting(
+        # server_metrics/scraper.py: beside the load, on a connection of its own
+        name="server_metrics", default="auto", convert=request_extras.server_metrics,
+        flags=(Flag(name="--server-metrics", group="output", metavar="WHERE",
+                    help="read the server's Prometheus metrics through each point: auto "
+                    "(default: the endpoint's /metrics, when it offers one), off, or a URL"),),
+        yaml_keys=("mlpe_fast.server_metrics",),
+    ),
+    Setting(
+        name="server_metrics_interval_s", default=1.0,
+        convert=request_extras.server_metrics_interval,
+        flags=(Flag(name="--server-metrics-interval", group="output", metavar="SECONDS",
+                    help="seconds between two scrapes of the server's metrics (default 1, "
+                    "at least 0.1)"),),
+        yaml_keys=("mlpe_fast.server_metrics_interval_s",),
+    ),
     # limits and seeds -------------------------------------------------------------------
     Setting(
         name="timeouts.connect_s", default=10.0, convert=coerce.positive_number,

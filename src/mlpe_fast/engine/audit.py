@@ -223,6 +223,13 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     first_reads: int = 0
     first_reads_with_next: int = 0
     tail_verdict: str = ""
+    #: The server's /metrics read beside the load (``server_metrics/``):
+    #: scrapes, failures, bytes read, CPU spent reading pages, mean latency.
+    metrics_scrapes: int = 0
+    metrics_scrape_failures: int = 0
+    metrics_bytes: int = 0
+    metrics_parse_cpu_ms: float = 0.0
+    metrics_scrape_ms_mean: float = 0.0
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -263,6 +270,15 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                     else ""
                 )
                 + (f"; verdict {self.verdict}" if self.verdict else "")
+            )
+        if self.metrics_scrapes:
+            failed = (
+                f", {self.metrics_scrape_failures} failed" if self.metrics_scrape_failures else ""
+            )
+            rows["server metrics scrapes"] = (
+                f"{self.metrics_scrapes}{failed}, {self.metrics_bytes:,} bytes, "
+                f"{self.metrics_parse_cpu_ms:.1f} ms CPU reading them, mean "
+                f"{self.metrics_scrape_ms_mean:.2f} ms each"
             )
         if self.kernel_stamped:
             rows["read lag first / done p50"] = (

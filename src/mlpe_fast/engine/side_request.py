@@ -27,7 +27,7 @@ import msgspec
 
 from .dial import tls_context
 
-__all__ = ("SideResponse", "side_request")
+__all__ = ("SideResponse", "side_connection", "side_fields", "side_request")
 
 #: The most of an answer read: these routes answer a few kilobytes.
 _MAX_BODY = 16 << 20
@@ -92,23 +92,11 @@ def _request(
     parts = urlsplit(base_url)
     target = parts.path.rstrip("/") + path
     url = f"{parts.scheme}://{parts.netloc}{target}"
-    fields = {"User-Agent": "mlpe-fast", "Accept": "application/json"}
-    if body is not None:
-        fields["Content-Type"] = "application/json"
-    if api_key:
-        fields["Authorization"] = f"Bearer {api_key}"
-    named = {name.lower(): name for name in fields}
-    for name, value in headers:  # the run's --header fields, as on its load
-        fields.pop(named.get(name.lower(), name), None)
-        fields[name] = value
+    fields = side_fields(api_key, headers, json_body=body is not None)
     start = time.monotonic_ns()
-    connection: http.client.HTTPConnection
-    host, port = parts.hostname or "", parts.port
-    if parts.scheme == "https":
-        context = tls_context(http2=False, ca_bundle=ca_bundle, insecure=insecure)
-        connection = http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
-    else:
-        connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    connection = side_connection(
+        base_url, timeout_s=timeout_s, ca_bundle=ca_bundle, insecure=insecure
+    )
     try:
         connection.request(method, target or "/", body=body, headers=fields)
         response = connection.getresponse()
@@ -123,3 +111,38 @@ def _request(
     finally:
         connection.close()
     return SideResponse(url, None, b"", time.monotonic_ns() - start, error)
+
+
+def side_fields(
+    api_key: str | None,
+    headers: Sequence[tuple[str, str]],
+    *,
+    json_body: bool = False,
+    accept: str = "application/json",
+) -> dict[str, str]:
+    """The header fields of a side request: the client's own, the API key,
+    then the run's ``--header`` fields, which replace a field of the same
+    name, as on its load."""
+    fields = {"User-Agent": "mlpe-fast", "Accept": accept}
+    if json_body:
+        fields["Content-Type"] = "application/json"
+    if api_key:
+        fields["Authorization"] = f"Bearer {api_key}"
+    named = {name.lower(): name for name in fields}
+    for name, value in headers:
+        fields.pop(named.get(name.lower(), name), None)
+        fields[name] = value
+    return fields
+
+
+def side_connection(
+    url: str, *, timeout_s: float, ca_bundle: str | None, insecure: bool
+) -> http.client.HTTPConnection:
+    """An unopened HTTP/1.1 connection to ``url``'s host, TLS for https://
+    with the run's settings (it connects on its first request)."""
+    parts = urlsplit(url)
+    host, port = parts.hostname or "", parts.port
+    if parts.scheme == "https":
+        context = tls_context(http2=False, ca_bundle=ca_bundle, insecure=insecure)
+        return http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
+    return http.client.HTTPConnection(host, port, timeout=timeout_s)

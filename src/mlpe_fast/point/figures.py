@@ -36,6 +36,8 @@ from ..metrics.usage_check import usage_cross_check
 from ..report.latency_detail import latency_detail_lines
 from ..report.table import render
 from ..scale.driver import audit_engines
+from ..server_metrics.scraper import ServerMetricsRun
+from ..server_metrics.summary import audit_figures, server_metrics_line, server_metrics_summary
 from .measured import Measured
 
 __all__ = ("PointFigures", "point_figures", "title")
@@ -74,6 +76,7 @@ def point_figures(
     interrupted: bool,
     dataset_size: int | None,
     now_ns: int,
+    server_metrics: ServerMetricsRun | None = None,
 ) -> PointFigures:
     """The figures of one point.
 
@@ -82,7 +85,9 @@ def point_figures(
     ``interrupted``: a signal stopped the point; ``dataset_size``: the
     performance dataset's size (None: no such dataset, as in an agentic
     run), which the steady-state analysis needs; ``now_ns``: the snapshot's
-    timestamp.
+    timestamp; ``server_metrics``: the server's metrics scraped through the
+    point (None: not asked for), summed up beside the client's figures and
+    their cost in the self-audit.
     """
     records = measured.records
     run = measured.engines
@@ -95,6 +100,9 @@ def point_figures(
         kept, kept_counts, tracking_start_ns=measured.tracking_start, streaming=config.stream
     )
     audit = _audit(measured, client)
+    if server_metrics is not None:
+        audit = msgspec.structs.replace(audit, **audit_figures(server_metrics))
+    scraped = None if server_metrics is None else server_metrics_summary(server_metrics)
     answers = check_answers(
         kept,
         kept_counts,
@@ -127,12 +135,24 @@ def point_figures(
         git_sha=None,
         extra={
             **agentic,
-            **_own_keys(records, counts, stats, audit, shares, answers, steady, good, detail),
+            **_own_keys(
+                records, counts, stats, audit, shares, answers, steady, good, detail, scraped
+            ),
         },
         test_started_at=measured.tracking_started_at,
     )
     table, report = _texts(
-        config, len(endpoints) > 1, stats, audit, answers, summary, entries, steady, good, detail
+        config,
+        len(endpoints) > 1,
+        stats,
+        audit,
+        answers,
+        summary,
+        entries,
+        steady,
+        good,
+        detail,
+        scraped,
     )
     return PointFigures(
         state=state,
@@ -171,12 +191,14 @@ def _texts(
     steady: SteadyState | None,
     good: Goodput | None,
     detail: LatencyDetail | None,
+    scraped: dict[str, Any] | None = None,
 ) -> tuple[str, str]:
     """The terminal table and ``report.txt``; an accuracy run's are its
     accuracy lines alone.  ``replicas``: several endpoints, whose shares
     the table shows.  After the summary: an agentic point's gate reads its
     full-run OSL.  ``detail``: a streaming point's latency detail, after
-    the table's latency figures and after the report's breakdowns."""
+    the table's latency figures and after the report's breakdowns;
+    ``scraped``: the server metrics' block, whose line follows the window's."""
     accuracy = accuracy_lines(config, entries, summary)
     if config.mode == "acc":
         table = f"mlpe-fast accuracy: {title(config)}\n" + accuracy
@@ -199,6 +221,8 @@ def _texts(
     window = "" if steady is None else steady_state_lines(steady)
     if good is not None:
         window += "\n" + good.line()
+    if scraped is not None:
+        window += "\n" + server_metrics_line(scraped)
     return table + window + accuracy, report + window + accuracy
 
 
@@ -387,12 +411,14 @@ def _own_keys(
     steady: SteadyState | None,
     good: Goodput | None,
     detail: LatencyDetail | None,
+    scraped: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """mlpe-fast's own summary keys, after the reference's; ``shares``:
     each endpoint's part of the measured requests (the same ones as the
     request counts: an agentic window's turns); ``steady_state``: the
     window's headline (:meth:`~..metrics.steady_state.SteadyState.headline`;
-    None for points it does not apply to)."""
+    None for points it does not apply to); ``scraped``: the server
+    metrics' block (``server_metrics/summary.py``; absent when not asked)."""
     return {
         "usage_cross_check": usage_cross_check(records, counts),
         "mlpe_fast": {
@@ -409,6 +435,7 @@ def _own_keys(
             "steady_state": None if steady is None else steady.headline(),
             **({} if good is None else {"goodput": good.as_summary()}),
             **({} if detail is None else {"latency_detail": detail.as_summary()}),
+            **({} if scraped is None else {"server_metrics": scraped}),
         },
     }
 

@@ -25,6 +25,7 @@ from .figures import point_figures
 from .interrupt import count_tokens
 from .measured import Measured
 from .performance import EnginesPerformance, LocalPerformance, PerformancePhase
+from .server_metrics import scraping
 from .setup import Point, open_point
 
 __all__ = ("PointResult", "run_point")
@@ -79,7 +80,17 @@ async def run_point(
     urls = (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
     async with open_point(config, urls, err=err, progress=progress, ray_clocks=ray_clocks) as point:
         phase = performance_phase(point)
-        measured = Measured() if phase is None else await phase.run(point)
+        metrics = point.metrics.not_offered
+        if phase is None:
+            measured = Measured()
+        else:
+            async with scraping(config, point.metrics, point.writer) as scraper:
+                measured = await phase.run(point)
+            if scraper is not None:
+                metrics = scraper.result()
+                metrics = msgspec.structs.replace(
+                    metrics, tracking_start_ns=measured.tracking_start
+                )
         entries = [] if measured.inline_entry is None else [measured.inline_entry]
         for scored in point.inputs.accuracy:
             if point.interrupt.requested:
@@ -98,6 +109,7 @@ async def run_point(
             interrupted=bool(point.interrupt.requested),
             dataset_size=None if dataset is None else len(dataset),
             now_ns=monotonic_ns(),
+            server_metrics=metrics,
         )
         point.writer.finish(figures, measured, entries)
     return PointResult(

@@ -4,8 +4,9 @@ on one exit stack while it runs.
 :func:`open_point` loads the datasets, tokenizer and chat template, checks
 that the endpoint answers and that an accuracy service can be used (a
 mistake found here costs nothing), compares the tokenizer with the
-endpoint's and empties its prefix cache where asked (the calls before the
-load, recorded in ``server_calls.json``), plans the engines, then opens -- in this
+endpoint's, empties its prefix cache where asked and asks for its metrics
+page (the calls before the load, recorded in ``server_calls.json``), plans
+the engines, then opens -- in this
 order, closed in reverse whatever happens -- the Ray cluster, the run
 folder's writer, the token counter, the progress bar, the signal handlers,
 the client and the session (its start logged, the logs flushed every
@@ -42,6 +43,7 @@ from ..report.progress import Progress
 from .engines import EnginePlan, engine_plan
 from .interrupt import Interrupt
 from .prefix_cache import reset_prefix_caches
+from .server_metrics import MetricsPlan, probe_metrics
 from .tokenizer_check import check_tokenizer
 from .writer import RunWriter
 
@@ -74,7 +76,8 @@ class PointInputs(msgspec.Struct, frozen=True):
 
 class Point(msgspec.Struct, frozen=True):
     """What a point's phases share while it runs; ``progress`` is None when
-    no bar is shown."""
+    no bar is shown; ``metrics``: the server's metrics page to scrape
+    beside the load (``point/server_metrics.py``)."""
 
     config: RunConfig
     endpoints: tuple[str, ...]
@@ -85,6 +88,7 @@ class Point(msgspec.Struct, frozen=True):
     counter: TokenCounter
     interrupt: Interrupt
     progress: Progress | None
+    metrics: MetricsPlan = MetricsPlan()
 
 
 def load_inputs(config: RunConfig) -> PointInputs:
@@ -147,7 +151,7 @@ async def open_point(
                 _check_code_route(dataset)
             except LiveCodeBenchError as error:
                 raise UsageError(str(error)) from None
-    calls = await _server_calls(config, urls, inputs, err)
+    calls, metrics = await _server_calls(config, urls, inputs, err)
     async with contextlib.AsyncExitStack() as stack:
         plan = engine_plan(config, inputs.dataset, ray_clocks)
         if plan is not None:
@@ -170,16 +174,17 @@ async def open_point(
         stack.callback(interrupt.uninstall)
         await stack.enter_async_context(client)
         await stack.enter_async_context(writer.session())
-        yield Point(config, urls, inputs, plan, client, writer, counter, interrupt, bar)
+        yield Point(config, urls, inputs, plan, client, writer, counter, interrupt, bar, metrics)
 
 
 async def _server_calls(
     config: RunConfig, urls: Sequence[str], inputs: PointInputs, err: TextIO | None
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], MetricsPlan]:
     """The calls before the load, in this order: the tokenizer check
-    (``tokenizer_check.py``: its texts must not stay in the cache), then the
-    prefix caches emptied (``prefix_cache.py``); what they did, for the
-    run folder's ``server_calls.json``."""
+    (``tokenizer_check.py``: its texts must not stay in the cache), the
+    prefix caches emptied (``prefix_cache.py``), then the metrics page
+    asked once (``server_metrics.py``); what they did, for the run folder's
+    ``server_calls.json``, and what is to be scraped."""
     datasets = [d for d in (inputs.dataset, *inputs.accuracy) if d is not None]
     calls: dict[str, Any] = {}
     check = await check_tokenizer(config, urls[0], datasets, inputs.tokenizer, err=err)
@@ -188,7 +193,10 @@ async def _server_calls(
     resets = await reset_prefix_caches(config, urls, err=err)
     if resets:
         calls["prefix_cache_reset"] = resets
-    return calls
+    metrics, probe = await probe_metrics(config, urls, err=err)
+    if probe is not None:
+        calls["server_metrics_probe"] = probe
+    return calls, metrics
 
 
 def _check_packet_stamps(config: RunConfig, urls: Sequence[str], err: TextIO | None) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from ..accuracy.results import write_accuracy_results
 from ..artifacts.config_yaml import write_config_yaml
@@ -34,10 +34,12 @@ from ..scale.driver import write_engines_report
 from .figures import PointFigures
 from .measured import Measured
 
-__all__ = ("SERVER_CALLS", "RunWriter")
+__all__ = ("SERVER_CALLS", "SERVER_METRICS", "RunWriter")
 
 #: The run folder's record of the calls before the load (``point/setup.py``).
 SERVER_CALLS = "server_calls.json"
+#: The server's metrics scraped through the point (``server_metrics/scraper.py``).
+SERVER_METRICS = "server_metrics.jsonl"
 
 
 class RunWriter:
@@ -52,6 +54,7 @@ class RunWriter:
         self.folder = RunFolder(config.report_dir) if config.report_dir else None
         self.events: EventsWriter | None = None
         self.warmup_events: EventsWriter | None = None
+        self._server_metrics: BinaryIO | None = None
 
     @property
     def path(self) -> Path | None:
@@ -85,6 +88,15 @@ class RunWriter:
         if self.folder is not None and calls:
             write_json(self.folder.path / SERVER_CALLS, calls, encoder="stdlib")
 
+    def server_metrics_sink(self) -> Callable[[bytes], object] | None:
+        """Where the scrapes' lines go: ``server_metrics.jsonl``, opened now
+        (None without a folder); closed with the logs."""
+        if self.folder is None:
+            return None
+        if self._server_metrics is None:
+            self._server_metrics = (self.folder.path / SERVER_METRICS).open("wb")
+        return self._server_metrics.write
+
     def __enter__(self) -> RunWriter:
         return self
 
@@ -104,6 +116,8 @@ class RunWriter:
                 await asyncio.sleep(1.0)
                 for writer in writers:
                     writer.flush()
+                if self._server_metrics is not None:
+                    self._server_metrics.flush()
 
         task = asyncio.get_running_loop().create_task(flush()) if writers else None
         try:
@@ -145,6 +159,8 @@ class RunWriter:
         """Closes the logs with what they hold (idempotent)."""
         for writer in self._writers():
             writer.close()
+        if self._server_metrics is not None:
+            self._server_metrics.close()
 
     def _writers(self) -> list[EventsWriter]:
         return [w for w in (self.events, self.warmup_events) if w is not None]

@@ -98,6 +98,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 import msgspec
 
 from ..errors import UsageError
+from .server_metrics import server_metrics_section
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -1272,17 +1273,21 @@ def write_html(
     path: str | Path,
     *,
     x_metric: XMetric = "tps_per_user",
+    extra: str = "",
 ) -> None:
     """Writes the charts of one curve (a :class:`Curve`, or its points with
     ``x_metric`` on the Pareto chart's x axis), the table and hover details
-    as one HTML file that opens offline (module docstring)."""
-    write_series_html([Series("", _curve_of(points, x_metric))], path)
+    as one HTML file that opens offline (module docstring); ``extra``: a
+    section after the charts (the server metrics, ``server_metrics.py``)."""
+    write_series_html([Series("", _curve_of(points, x_metric))], path, extra=extra)
 
 
-def write_series_html(series: Sequence[Series], path: str | Path, *, heading: str = "") -> None:
+def write_series_html(
+    series: Sequence[Series], path: str | Path, *, heading: str = "", extra: str = ""
+) -> None:
     """Writes the charts of one or more curves of one kind, each a layer
     (:class:`Series`), with the table and hover details as one HTML file
-    that opens offline (module docstring)."""
+    that opens offline (module docstring); ``extra`` after the charts."""
     e = html.escape
     index: dict[tuple[int, int], int] = {}
     data: list[dict[str, Any]] = []
@@ -1343,6 +1348,7 @@ def write_series_html(series: Sequence[Series], path: str | Path, *, heading: st
 <main>
 {chr(10).join(figures)}
 </main>
+{extra}
 <section id="table" hidden>
 {_table(series)}
 </section>
@@ -1359,9 +1365,23 @@ data-x-metric="{e(series[0].curve.x_metric)}">{_json_for_script(data)}</script>
 # --- both ---------------------------------------------------------------------------------
 
 
+def _point_title(point: CurvePoint) -> str:
+    if point.target_qps is not None:
+        return f"target {point.target_qps:g} queries/s"
+    return f"concurrency {point.label}"
+
+
+def _folder(root: Path, folder: str) -> Path:
+    """A point's folder as ``pareto.json`` names it, or beside the file
+    when the curve was moved."""
+    path = Path(folder)
+    return path if path.is_dir() else root / path.name
+
+
 def write_reports(report_dir: str | Path) -> Reports:
     """Reads ``report_dir/pareto.json`` (its points and x metric) and writes
-    ``pareto.html`` and, when matplotlib is installed, ``pareto.png`` beside
+    ``pareto.html`` (with each point's server metrics, where its folder
+    has them) and, when matplotlib is installed, ``pareto.png`` beside
     it; without matplotlib the PNG is skipped and a note says how to get it.
 
     Raises:
@@ -1370,7 +1390,8 @@ def write_reports(report_dir: str | Path) -> Reports:
     root = Path(report_dir)
     curve = load_curve_file(root / "pareto.json")
     html_path = root / "pareto.html"
-    write_html(curve, html_path)
+    folders = [(_point_title(p), _folder(root, p.folder)) for p in curve.points if p.folder]
+    write_html(curve, html_path, extra=server_metrics_section(folders))
     png_path = root / "pareto.png"
     try:
         write_png(curve, png_path)

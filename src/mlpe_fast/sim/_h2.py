@@ -195,6 +195,9 @@ class Http2Stream:
     def job_done(self, job: CancellableJob) -> None:
         self.job = None
 
+    def answering(self, job: CancellableJob) -> bool:
+        return self.job is job or self.parked is job
+
     def reset(self) -> None:
         self.job = None
         self.conn.reset(self, ErrorCodes.INTERNAL_ERROR)

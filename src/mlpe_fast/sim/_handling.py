@@ -24,6 +24,8 @@ import msgspec
 
 from ._fault_jobs import BUFFERED_FAULTS, FaultyBufferedJob, FaultyStreamJob, fault_error
 from ._jobs import BufferedJob, Gen, ReplayJob, ResponseJob, StreamJob
+from ._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from ._metrics import metrics_page, track_job
 from ._responder import JSON, Responder
 from ._state import LIMIT_FIELDS, ServerState, drive
 from .config import VOCAB
@@ -181,6 +183,8 @@ _ROUTES: dict[str, tuple[str, ...]] = {
     "/reset_prefix_cache": ("POST",),
     "/flush_cache": ("GET", "POST"),
     "/tokenize": ("POST",),
+    # sim/_metrics.py: read beside the load
+    "/metrics": ("GET",),
 }
 
 
@@ -252,7 +256,11 @@ def handle_request(
             or later when the response waits behind another one).
     """
     allowed = _ROUTES.get(path)
-    if allowed is None or (path == "/tokenize" and state.config.tokenizer is None):
+    if (
+        allowed is None
+        or (path == "/tokenize" and state.config.tokenizer is None)
+        or (path == "/metrics" and state.config.metrics == "off")
+    ):
         send_error(state, out, 404, f"no route for {path}")
         return
     if method not in allowed:
@@ -282,6 +290,9 @@ def handle_request(
         return
     if path == "/health":
         reply(state, out, 200, b"")
+        return
+    if path == "/metrics":
+        reply(state, out, 200, metrics_page(state), content_type=METRICS_CONTENT_TYPE)
         return
     if path in ("/reset_prefix_cache", "/flush_cache", "/tokenize"):
         _side_route(state, out, path, body)
@@ -380,6 +391,8 @@ def _replay(
         deltas=answer.deltas,
     )
     out.begin(job, streamed=True)
+    track_job(state, job)
+    state.prompt_tokens += gen.prompt_tokens
     drive(state, job, now)
 
 
@@ -451,6 +464,7 @@ def _start(
     """Starts the response job and fires it if something is due already."""
     cfg = state.config
     state.stats.requests += 1
+    state.prompt_tokens += gen.prompt_tokens
     now = _monotonic_ns()
     n = len(answer.tokens)
     first_due = base_ns + state.ttft()
@@ -470,6 +484,7 @@ def _start(
         else:
             job = FaultyStreamJob(out, state, gen, first_due=first_due, fault=fault.name, **common)
         out.begin(job, streamed=True)
+        track_job(state, job)
         if cfg.head_at_first_token and first_due > now:
             state.pacer.schedule(first_due, job)
         else:
@@ -484,6 +499,7 @@ def _start(
         else:
             job = BufferedJob(out, state, gen, first_due=last_due, **common)
         out.begin(job, streamed=False)
+        track_job(state, job)
         if job.due > now:  # a fault's may be now
             state.pacer.schedule(job.due, job)
         else:

@@ -132,6 +132,7 @@ class Connection(asyncio.Protocol):
         try:
             while (req := reader.next_request()) is not None:
                 pending.append(req)
+                self._state.queued += 1
         except HttpError as exc:
             pending.append(exc)
         if self._job is None:
@@ -157,6 +158,7 @@ class Connection(asyncio.Protocol):
             if job is not None:
                 job.cancelled = True
         self._job = self._parked = None
+        self._state.queued -= sum(not isinstance(item, HttpError) for item in self._pending)
         self._pending.clear()
         self._state.conns.discard(self)
         self._transport = None
@@ -235,6 +237,9 @@ class Connection(asyncio.Protocol):
     def park(self, job: CancellableJob) -> None:
         """Holds ``job`` until the transport's buffer drains."""
         self._parked = job
+
+    def answering(self, job: CancellableJob) -> bool:
+        return self._job is job or self._parked is job
 
     def job_done(self, job: CancellableJob) -> None:
         self._job = None
@@ -318,6 +323,8 @@ class Connection(asyncio.Protocol):
             pending = self._pending
             while self._job is None and pending and not self.closing:
                 item = pending.popleft()
+                if not isinstance(item, HttpError):
+                    self._state.queued -= 1
                 if isinstance(item, HttpError):
                     # framing is lost: answer, then close
                     self._http10 = False

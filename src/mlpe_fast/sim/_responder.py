@@ -105,6 +105,10 @@ class Responder(Protocol):
         """``job`` wrote its whole response."""
         ...
 
+    def answering(self, job: CancellableJob) -> bool:
+        """``job`` is still this response's (begun, not done, reset or dropped)."""
+        ...
+
     def reset(self) -> None:
         """Aborts the response: resets the HTTP/2 stream
         (RST_STREAM(INTERNAL_ERROR)) or the HTTP/1.x connection (RST)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 from ._events import Shape, framed
 from ._pacer import Job, Pacer
@@ -62,6 +63,13 @@ class ServerState:
             self.faults = FaultPicker(config.faults, seeds.getrandbits(64), self.started_ns)
             self.stats.faults = {spec.name: 0 for spec in config.faults}
         self.next_id = 0
+        # What GET /metrics reads (sim/_metrics.py): the response jobs begun
+        # (pruned of ended ones as it grows), the requests read and waiting
+        # behind another on their HTTP/1.1 connection, the prompt tokens.
+        self.jobs: set[Any] = set()
+        self.jobs_pruned_at = 1024
+        self.queued = 0
+        self.prompt_tokens = 0
         model = config.model
         self.role_shape = Shape(
             lambda *, text, **ids: chat_chunk(role="assistant", content="", model=model, **ids)

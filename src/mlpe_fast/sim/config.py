@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 __all__ = (
     "H2_OPTIONS",
     "MAX_TOKENS_FIELDS",
+    "METRICS_NAMES",
+    "MetricsNames",
     "VOCAB",
     "Eol",
     "Framing",
@@ -36,6 +38,9 @@ MAX_TOKENS_FIELDS: tuple[MaxTokensField, ...] = (
 )
 """The values of :attr:`SimConfig.max_tokens_field`."""
 Eol = Literal["lf", "crlf"]
+MetricsNames = Literal["vllm", "sglang", "off"]
+METRICS_NAMES: tuple[MetricsNames, ...] = ("vllm", "sglang", "off")
+"""The values of :attr:`SimConfig.metrics`."""
 LoopKind = Literal["auto", "uvloop", "asyncio"]
 
 VOCAB = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
@@ -143,6 +148,10 @@ class SimConfig:
             None: no such route.
         tokenize_skew: ``/tokenize`` answers this many ids more than the
             tokenizer gives (a disagreement, on purpose).
+        metrics: ``GET /metrics`` in vLLM's names (the default), SGLang's,
+            or ``"off"`` (no such route: 404), :mod:`mlpe_fast.sim._metrics`.
+        kv_cache_tokens: the simulated KV cache's size in tokens, what its
+            usage on ``/metrics`` is a share of.
     """
 
     host: str = "127.0.0.1"
@@ -181,6 +190,8 @@ class SimConfig:
     incremental_streaming_output: bool = False
     tokenizer: str | None = None
     tokenize_skew: int = 0
+    metrics: MetricsNames = "vllm"
+    kv_cache_tokens: int = 1 << 20
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -237,6 +248,12 @@ class SimConfig:
                 raise ValueError(f"{name} must be finite and >= 0, not {value}")
         if self.fault_event_bytes < 1:
             raise ValueError(f"fault_event_bytes must be >= 1, not {self.fault_event_bytes}")
+        if self.metrics not in METRICS_NAMES:
+            raise ValueError(
+                f"metrics must be one of {', '.join(METRICS_NAMES)}, not {self.metrics!r}"
+            )
+        if self.kv_cache_tokens < 1:
+            raise ValueError(f"kv_cache_tokens must be >= 1, not {self.kv_cache_tokens}")
         if self.tokenize_skew < 0 or (self.tokenize_skew and self.tokenizer is None):
             raise ValueError("tokenize_skew must be >= 0, and needs a tokenizer")
         if self.tokenizer is not None:

@@ -8,7 +8,9 @@ What it serves
 ``"stream": true``, else one JSON body), ``GET /v1/models`` (the configured
 model) and ``GET /health``; ``POST /reset_prefix_cache`` (vLLM's) and
 ``/flush_cache`` (SGLang's), counted, and ``POST /tokenize`` with a
-``--tokenizer`` (:mod:`mlpe_fast.sim.tokenize`), and SGLang's native ``POST /generate``
+``--tokenizer`` (:mod:`mlpe_fast.sim.tokenize`), ``GET /metrics`` in
+vLLM's or SGLang's Prometheus names, from the server's own state
+(:mod:`mlpe_fast.sim._metrics`), and SGLang's native ``POST /generate``
 (below).  Any ``model`` in a request is accepted; the
 configured name is echoed.  The output is ``max_completion_tokens`` /
 ``max_tokens`` tokens when the request sets one (``finish_reason``
@@ -725,6 +727,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="/tokenize answers N ids more than the tokenizer gives (to test a client's check)",
     )
+    g.add_argument(
+        "--metrics-names",
+        choices=("vllm", "sglang", "off"),
+        default=d.metrics,
+        help="GET /metrics in vLLM's Prometheus names (default), SGLang's, or off (404)",
+    )
+    g.add_argument(
+        "--kv-cache-tokens",
+        type=int,
+        default=d.kv_cache_tokens,
+        metavar="N",
+        help="the simulated KV cache's size, what /metrics' usage is a share of "
+        "(default %(default)s)",
+    )
     from .config import MAX_TOKENS_FIELDS
 
     g.add_argument(
@@ -960,6 +976,8 @@ def config_from_args(ns: argparse.Namespace) -> SimConfig:
         incremental_streaming_output=ns.incremental_streaming_output,
         tokenizer=ns.tokenizer,
         tokenize_skew=ns.tokenize_skew,
+        metrics=ns.metrics_names,
+        kv_cache_tokens=ns.kv_cache_tokens,
         oracle=oracle,
         replay=replay,
         http2=ns.http2,
