@@ -71,7 +71,7 @@ typedef enum mlpe_bpe_status {
 } mlpe_bpe_status;
 
 /* Longest pre-token stored in the cache, in bytes (R2). */
-#define MLPE_BPE_MAX_WORD 1024
+#define MLPE_BPE_MAX_WORD 65536
 
 /* The BPE token count of one pre-token (its raw ASCII bytes; the caller maps
  * them to the byte-level alphabet), or a negative value on failure. */

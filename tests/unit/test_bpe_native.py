@@ -332,6 +332,11 @@ def test_the_c_cache_bounds(trained: dict[str, Tokenizer]) -> None:
     assert counter.cached_words == 0
     with pytest.raises(ValueError, match="at least 1"):
         make(tokenizer, "native", cache_bytes=0)
+    # A 512-event answer of one repeated character is one 2,048-byte word:
+    # it must be cached (a 1,024-byte limit made every such answer a miss).
+    roomy = make(tokenizer, "native")
+    assert roomy.count_with_suffix("a" * 2048, 4) == expected(tokenizer, "a" * 2048, 4)
+    assert roomy.cached_words == 2
 
 
 def test_the_data_tokenizers_stay_with_tokenizers() -> None:
