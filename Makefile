@@ -32,7 +32,7 @@ ASAN_TMP := build/asan/tmp
 ASAN_PRELOAD = $(shell $(ASAN_CC) -print-file-name=libasan.so) $(shell $(ASAN_CC) -print-file-name=libubsan.so)
 
 # Fuzzing: csrc/fuzz/fuzz_<name>.c drives the decoder(s) listed below.
-FUZZERS ?= h1 sse oai response h2 sglang pktstamp
+FUZZERS ?= h1 sse oai response h2 sglang pktstamp bpe
 FUZZ_SECONDS ?= 30
 FUZZ_SEED ?= 0
 FUZZ_BUILD ?= csrc/fuzz/build
@@ -49,6 +49,7 @@ FUZZ_SRC_response := csrc/mlpe_h1.c csrc/mlpe_sse.c csrc/mlpe_oai.c csrc/mlpe_re
 FUZZ_SRC_h2 := csrc/mlpe_h2.c $(FUZZ_SRC_response)
 FUZZ_SRC_sglang := $(FUZZ_SRC_response)
 FUZZ_SRC_pktstamp := csrc/mlpe_pktstamp.c
+FUZZ_SRC_bpe := csrc/mlpe_bpe.c
 FUZZ_DEPS := csrc/fuzz/fuzz_common.h $(wildcard csrc/*.h)
 
 # Stress: csrc/stress/stress_rxthread.c drives the receive thread over

@@ -76,6 +76,8 @@ NATIVE_MODULES: dict[str, list[str]] = {
     # The HTTP/2 read path runs the de-framer through DataDeframer's C method
     # (one call per feed) and reads its outputs in place: no C unit of its own.
     "mlpe_fast.engine._h2_reader_c": [],
+    # Token counting: the pre-tokenizer scanners and the per-word cache.
+    "mlpe_fast.metrics._bpe_c": ["csrc/mlpe_bpe.c"],
 }
 
 

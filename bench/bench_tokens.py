@@ -30,6 +30,12 @@ Side by side, on the same corpus:
 - ``test_encode_osl_only``: one ``encode_batch_fast`` pass over the full
   outputs only.
 
+- ``test_counting_cost_per_event``: the cost per SSE event and per 64-event
+  answer of the two counts, on prose (a Zipf-like vocabulary of 300 words,
+  one word per event) and on one repeated character (one character per
+  event), for the C counter (``metrics/_bpe_c``), its Python twin and
+  ``encode_batch_fast``, interleaved rounds in one run, as ratios.
+
 Each reports seconds per 100k responses (wall) and M tokens per
 CPU-second (``time.process_time``: all threads of the process, Rayon's
 included; tokens = OSL + TPOT).  The fast-path counts are checked against
@@ -55,6 +61,7 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from mlpe_fast.metrics._bpe import NativeBPECounter, bpe_counter
 from mlpe_fast.metrics.fast_bpe import FastBPECounter, ineligibility_reason
 from mlpe_fast.metrics.tokens import CountJob, TokenCounter, load_tokenizer
 
@@ -404,3 +411,107 @@ def test_encode_osl_only(benchmark: Any, corpus: Corpus) -> None:
     tok = corpus.tokenizer
     osl, cpu_s = timed(benchmark, lambda: encode_counts(tok, corpus.outputs))
     report(benchmark, "encode_batch_fast (OSL only)", N, sum(osl), 0, cpu_s)
+
+
+# Per event and per answer ---------------------------------------------------------------
+
+ANSWER_EVENTS = 64
+PER_EVENT_ANSWERS = int(os.environ.get("MLPE_BENCH_TOKENS_ANSWERS", "20000"))
+PER_EVENT_ROUNDS = 3
+
+
+def prose_answers(count: int, events: int = ANSWER_EVENTS, seed: int = 5) -> list[list[str]]:
+    """Answers of ``events`` events, one word each: a Zipf-like vocabulary of
+    300 made-up words, a capital after a full stop, a comma now and then."""
+    rng = random.Random(seed)
+    vocabulary = [
+        "".join(rng.choice(SYLLABLES) for _ in range(rng.choice((1, 1, 2, 2, 3))))
+        for _ in range(300)
+    ]
+    weights = [1 / (i + 1) for i in range(len(vocabulary))]
+    answers = []
+    for _ in range(count):
+        words = rng.choices(vocabulary, weights, k=events)
+        out, capital = [], True
+        for i, word in enumerate(words):
+            word = word.capitalize() if capital else word
+            roll = rng.random()
+            tail = "." if roll < 0.08 else "," if roll < 0.14 else ""
+            capital = tail == "."
+            out.append(("" if i == 0 else " ") + word + tail)
+        answers.append(out)
+    return answers
+
+
+def one_character_answers(count: int, events: int = ANSWER_EVENTS) -> list[list[str]]:
+    return [["a"] * events for _ in range(count)]
+
+
+def test_counting_cost_per_event(benchmark: Any) -> None:
+    """The OSL and TPOT counts of 64-event answers (the TPOT text: the
+    answer after its first event), CPU per answer and per event, warm
+    caches (a run's vocabulary is cached after its first answers)."""
+    if NativeBPECounter is None:
+        pytest.skip("the native core is not built (or MLPE_FAST_NO_EXTENSIONS is set)")
+    maker = TextMaker()
+    directory = Path(os.environ.get("TMPDIR", "/tmp")) / f"mlpe-bench-bpe-{os.getpid()}"
+    directory.mkdir(exist_ok=True)
+    train_bpe(maker, directory / "tokenizer.json")
+    tok = load_tokenizer(str(directory))
+    native = bpe_counter(tok, native=True)
+    twin = bpe_counter(tok, native=False)
+    assert native is not None and twin is not None
+    n = PER_EVENT_ANSWERS
+    table: dict[str, dict[str, float]] = {}
+
+    for kind, answers in (
+        ("prose", prose_answers(n)),
+        ("one character", one_character_answers(n)),
+    ):
+        texts = ["".join(a) for a in answers]
+        boundaries = [len(a[0]) for a in answers]
+        tpots = [t[b:] for t, b in zip(texts, boundaries, strict=True)]
+        few = max(1, n // 5)  # tokenizers is ~10x slower: a fifth of the answers
+
+        def by_tokenizers(
+            texts: list[str] = texts, tpots: list[str] = tpots, few: int = few
+        ) -> list[Any]:
+            return list(
+                zip(encode_counts(tok, texts[:few]), encode_counts(tok, tpots[:few]), strict=True)
+            )
+
+        runs: dict[str, tuple[Callable[[], list[Any]], int]] = {
+            "C": (
+                lambda texts=texts, boundaries=boundaries: native.count_pairs(texts, boundaries),
+                n,
+            ),
+            "Python twin": (
+                lambda texts=texts, boundaries=boundaries: twin.count_pairs(texts, boundaries),
+                n,
+            ),
+            "tokenizers": (by_tokenizers, few),
+        }
+        reference = by_tokenizers()
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
+        for name, (run, _) in runs.items():  # warm the caches; check every count
+            assert run()[:few] == reference, name
+        for _ in range(PER_EVENT_ROUNDS):
+            for name, (run, answers_run) in runs.items():
+                started = time.process_time()
+                run()
+                cpu[name].append((time.process_time() - started) / answers_run)
+        table[kind] = {name: float(np.median(v)) for name, v in cpu.items()}
+
+    benchmark.extra_info["per_answer_s"] = table
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    print(
+        f"\ncounting cost, {ANSWER_EVENTS}-event answers, OSL + TPOT, "
+        f"median of {PER_EVENT_ROUNDS} rounds:"
+    )
+    for kind, row in table.items():
+        base = row["C"]
+        for name, per_answer in row.items():
+            print(
+                f"  {kind:14} {name:12} {per_answer * 1e6:8.2f} us per answer "
+                f"{per_answer / ANSWER_EVENTS * 1e9:8.1f} ns per event  {per_answer / base:6.1f}x C"
+            )

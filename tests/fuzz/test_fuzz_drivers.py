@@ -37,6 +37,7 @@ DRIVERS: dict[str, list[str]] = {
     "h2": ["mlpe_h2.c", "mlpe_h1.c", "mlpe_sse.c", "mlpe_oai.c", "mlpe_response.c"],
     "sglang": ["mlpe_h1.c", "mlpe_sse.c", "mlpe_oai.c", "mlpe_response.c"],
     "pktstamp": ["mlpe_pktstamp.c"],
+    "bpe": ["mlpe_bpe.c"],
 }
 
 CFLAGS = ["-std=c99", "-O1", "-g", "-Wall", "-Wextra", "-Wno-unused-parameter", f"-I{CSRC}"]

@@ -104,22 +104,31 @@ three levels about 1.5 times as much.
 
 The per-pre-token cache is bounded (cleared past ``cache_limit`` entries)
 and is not thread-safe: use one :class:`FastBPECounter` from one thread.
+
+Native twin.  For the pre-tokenizers of :data:`NATIVE_FAMILIES` the split
+and the cache also exist in C (``csrc/mlpe_bpe.c``, bound by
+:mod:`mlpe_fast.metrics._bpe_c`; :func:`mlpe_fast.metrics._bpe.bpe_counter`
+chooses), with this class as its pure-Python twin: the same counts and
+refusals, about 7x cheaper on prose (docs/performance.md).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = (
+    "BYTE_LEVEL_ASCII",
     "DEFAULT_CACHE_LIMIT",
     "GPT2_PATTERN",
+    "NATIVE_FAMILIES",
     "FastBPECounter",
     "PatternNotTranslatable",
     "TranslatedPattern",
@@ -135,6 +144,37 @@ DEFAULT_CACHE_LIMIT = 1_000_000
 #: The regex of ``tokenizers``' ``ByteLevel`` pre-tokenizer with
 #: ``use_regex=True`` (GPT-2's).
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+#: The pre-tokenizers the C scanner of ``csrc/mlpe_bpe.c`` hand-codes, as
+#: their tokenizer.json files spell the regexes (Split levels that match no
+#: ASCII, DeepSeek V3's CJK one, left out as :func:`ineligibility_reason`'s
+#: reading leaves them out).  A tokenizer whose levels translate to these
+#: (:func:`translate_pattern`, so that spellings of the same classes agree)
+#: is counted in C where the native core is built; any other eligible one by
+#: :class:`FastBPECounter` alone.
+NATIVE_FAMILIES: dict[str, tuple[str, ...]] = {
+    "gpt2": (GPT2_PATTERN,),
+    "llama3": (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "qwen2": (
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+        r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "o200k": (
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+        r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+    "deepseek_v3": (
+        r"\p{N}{1,3}",
+        r"[!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+"
+        r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+",
+    ),
+}
 
 _UNICODE_NORMALIZERS = frozenset({"NFC", "NFD", "NFKC", "NFKD"})
 
@@ -579,7 +619,8 @@ def _gpt2_byte_alphabet() -> dict[int, str]:
 
 
 #: ``str.translate`` table of the ASCII bytes (ASCII text is its own UTF-8).
-_BYTE_LEVEL_ASCII = {b: c for b, c in _gpt2_byte_alphabet().items() if b < 128}
+BYTE_LEVEL_ASCII = {b: c for b, c in _gpt2_byte_alphabet().items() if b < 128}
+_BYTE_LEVEL_ASCII = BYTE_LEVEL_ASCII
 
 
 # Pipeline reading ----------------------------------------------------------------------
@@ -721,6 +762,20 @@ def _read(tokenizer: Tokenizer) -> tuple[_Pipeline, _AddedTokenSpec] | str:
     return pipeline, added
 
 
+@functools.cache
+def _family_levels() -> dict[tuple[str, ...], str]:
+    return {
+        tuple(translate_pattern(source).pattern for source in sources): name
+        for name, sources in NATIVE_FAMILIES.items()
+    }
+
+
+def native_family(pipeline: _Pipeline) -> str | None:
+    """The :data:`NATIVE_FAMILIES` name whose regexes translate to this
+    pipeline's levels, or None."""
+    return _family_levels().get(tuple(p.pattern for p in pipeline.patterns))
+
+
 def ineligibility_reason(tokenizer: Tokenizer) -> str | None:
     """Why :meth:`FastBPECounter.from_tokenizer` returns None for
     ``tokenizer`` (one short line), or None when it is eligible."""
@@ -797,6 +852,13 @@ class FastBPECounter:
         if cache_limit < 1:
             raise ValueError("cache_limit must be at least 1")
         self._tokenize = tokenizer.model.tokenize
+        #: The model's ``tokenize``, for the native counter's cache misses.
+        self.tokenize: Callable[[str], list[Any]] = self._tokenize
+        #: Which C scanner splits like this pipeline (:data:`NATIVE_FAMILIES`), or None.
+        self.family = native_family(pipeline)
+        #: Every added token's content: a text holding one is split on them here.
+        self.literals = added.contents + added.normalized_contents + added.flagged
+        self.implementation = "python"
         self._levels = [_level(p.pattern) for p in pipeline.patterns]
         self._findall = self._levels[-1].findall
         self._local = all(p.local for p in pipeline.patterns)
@@ -876,6 +938,33 @@ class FastBPECounter:
             return total, sum(map(count, self._pre_tokens(text[boundary:])))
         except _Fallback:
             return None
+
+    def count_pairs(
+        self, texts: Sequence[str], boundaries: Sequence[int]
+    ) -> list[tuple[int, int] | None]:
+        """:meth:`count_with_suffix` of each text and boundary, in order (the
+        native twin counts the batch with the GIL released).
+
+        Raises:
+            ValueError: a boundary is outside its text, or the lengths differ.
+        """
+        if len(texts) != len(boundaries):
+            raise ValueError("texts and boundaries differ in length")
+        count = self.count_with_suffix
+        return [count(text, boundary) for text, boundary in zip(texts, boundaries, strict=True)]
+
+    def pre_token_ends(self, text: str) -> list[int]:
+        """The end offset of each non-empty pre-token of ASCII ``text`` (the
+        split that the native scanner must reproduce)."""
+        if not text.isascii():
+            raise ValueError("not ASCII")
+        ends: list[int] = []
+        position = 0
+        for word in self._pre_tokens(text):
+            if word:
+                position += len(word)
+                ends.append(position)
+        return ends
 
     # -- internals -----------------------------------------------------------
 

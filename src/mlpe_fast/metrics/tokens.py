@@ -23,8 +23,10 @@ assistant message are subtracted: ``max(0, len(tok(a)) - len(tok(b)))``
 Threads.  :class:`TokenCounter` never tokenizes in the caller: ``submit``
 appends a :class:`CountJob` to a queue and one worker thread counts batches.
 Texts that :mod:`mlpe_fast.metrics.fast_bpe` can count exactly (ASCII text
-with a byte-level BPE tokenizer) are counted there, in Python, about four
-times cheaper than through ``tokenizers``; the others go through
+with a byte-level BPE tokenizer) are counted there: in C
+(:mod:`mlpe_fast.metrics._bpe_c`, the GIL released over each batch) for the
+pre-tokenizers it hand-codes, else by the Python twin, about four times
+cheaper than through ``tokenizers``; the others go through
 ``Tokenizer.encode_batch_fast`` (``encode_batch`` on older ``tokenizers``),
 which releases the GIL and splits the batch over ``tokenizers``' own Rayon
 thread pool.  The pool's size is fixed the first time any batch is encoded
@@ -79,7 +81,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from ..engine.record import RequestRecord
-    from .fast_bpe import FastBPECounter
+    from ._bpe import BPECounter
 
 __all__ = (
     "DEFAULT_BATCH_SIZE",
@@ -314,15 +316,17 @@ def _counting_copy(tokenizer: BatchEncoder) -> BatchEncoder:
     return copy
 
 
-def _fast_path(tokenizer: BatchEncoder) -> tuple[FastBPECounter | None, str]:
-    """The exact fast path for this tokenizer, or why there is none."""
+def _fast_path(tokenizer: BatchEncoder) -> tuple[BPECounter | None, str]:
+    """The exact fast path for this tokenizer (in C where the core is built
+    and knows its pre-tokenizer), or why there is none."""
     from tokenizers import Tokenizer
 
-    from .fast_bpe import FastBPECounter, ineligibility_reason
+    from ._bpe import bpe_counter
+    from .fast_bpe import ineligibility_reason
 
     if not isinstance(tokenizer, Tokenizer):
         return None, "not a tokenizers.Tokenizer"
-    counter = FastBPECounter.from_tokenizer(tokenizer)
+    counter = bpe_counter(tokenizer)
     if counter is not None:
         return counter, ""
     return None, ineligibility_reason(tokenizer) or "not a byte-level BPE"
@@ -346,7 +350,7 @@ class _Texts:
         self,
         encode: Callable[..., Sequence[Sized]],
         template: ChatTemplate | None,
-        fast: FastBPECounter | None,
+        fast: BPECounter | None,
     ) -> None:
         self._encode = encode
         self._template = template
@@ -453,22 +457,28 @@ class _Texts:
         pending = self._background(slow_texts) if slow_texts else None
         late_slots: list[int] = []
         late_texts: list[str] = []
-        for i, b_slot, text, boundary in pairs:
-            if text.isascii():
-                pair = fast.count_with_suffix(text, boundary)
-                if pair is None:
-                    late_slots += (i, b_slot)
-                    late_texts += (text, text[boundary:])
-                else:
-                    counts[i], counts[b_slot] = pair
-        for i, text in singles:
-            if text.isascii():
-                n = fast.count(text)
-                if n is None:
-                    late_slots.append(i)
-                    late_texts.append(text)
-                else:
-                    counts[i] = n
+        # One batch call for the ASCII texts (the native counter releases the
+        # GIL for it); a single is a pair whose suffix is empty.
+        ascii_pairs = [p for p in pairs if p[2].isascii()]
+        ascii_singles = [s for s in singles if s[1].isascii()]
+        results = fast.count_pairs(
+            [p[2] for p in ascii_pairs] + [s[1] for s in ascii_singles],
+            [p[3] for p in ascii_pairs] + [len(s[1]) for s in ascii_singles],
+        )
+        for (i, b_slot, text, boundary), pair in zip(
+            ascii_pairs, results[: len(ascii_pairs)], strict=True
+        ):
+            if pair is None:
+                late_slots += (i, b_slot)
+                late_texts += (text, text[boundary:])
+            else:
+                counts[i], counts[b_slot] = pair
+        for (i, text), pair in zip(ascii_singles, results[len(ascii_pairs) :], strict=True):
+            if pair is None:
+                late_slots.append(i)
+                late_texts.append(text)
+            else:
+                counts[i] = pair[0]
         if late_texts:
             self._encode_into(counts, late_slots, late_texts)
         if pending is not None:
@@ -572,7 +582,7 @@ class TokenCounter:
         encode: Callable[..., Sequence[Sized]] = getattr(
             tokenizer, "encode_batch_fast", tokenizer.encode_batch
         )
-        fast_counter: FastBPECounter | None = None
+        fast_counter: BPECounter | None = None
         if live:
             self.method = "tokenizers (live counting leaves the interpreter to the event loop)"
         elif not fast:
@@ -580,7 +590,8 @@ class TokenCounter:
         else:
             fast_counter, reason = _fast_path(tokenizer)
             self.method = (
-                "exact fast path for ASCII text, tokenizers for the rest"
+                f"exact fast path ({fast_counter.implementation}) for ASCII text, "
+                "tokenizers for the rest"
                 if fast_counter is not None
                 else f"tokenizers ({reason})"
             )
