@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from tests.integration.test_kernel_stamps import FLAGS, audit_rows, run_cli
+from tests.unit.test_receive_placement import fifo_permitted
 
 pytestmark = [
     pytest.mark.pipeline,
@@ -34,25 +34,6 @@ pytestmark = [
 def endpoint() -> Iterator[str]:
     with simulated_endpoint(FLAGS) as url:
         yield url
-
-
-def fifo_permitted() -> bool:
-    permitted: list[bool] = []
-
-    def probe() -> None:
-        tid = threading.get_native_id()
-        try:
-            os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(1))
-        except OSError:
-            permitted.append(False)
-        else:
-            permitted.append(True)
-            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
-
-    thread = threading.Thread(target=probe)
-    thread.start()
-    thread.join()
-    return permitted[0]
 
 
 def run(

@@ -27,7 +27,7 @@ import msgspec
 
 from .dial import tls_context
 
-__all__ = ("SideResponse", "side_connection", "side_fields", "side_request")
+__all__ = ("SideResponse", "side_connection", "side_error", "side_fields", "side_request")
 
 #: The most of an answer read: these routes answer a few kilobytes.
 _MAX_BODY = 16 << 20
@@ -102,15 +102,21 @@ def _request(
         response = connection.getresponse()
         data = response.read(_MAX_BODY)
         return SideResponse(url, response.status, data, time.monotonic_ns() - start)
-    except TimeoutError:
-        error = f"no answer within {timeout_s:g} s"
-    except ssl.SSLError as exc:
-        error = f"TLS: {exc.reason or exc}"
-    except (OSError, http.client.HTTPException) as exc:
-        error = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    except (OSError, http.client.HTTPException) as exc:  # TimeoutError, SSLError too
+        error = side_error(exc, timeout_s)
     finally:
         connection.close()
     return SideResponse(url, None, b"", time.monotonic_ns() - start, error)
+
+
+def side_error(exc: OSError | http.client.HTTPException, timeout_s: float) -> str:
+    """A side request's failure in one line: no answer in time, a TLS
+    failure, or what the socket or the HTTP client said."""
+    if isinstance(exc, TimeoutError):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, ssl.SSLError):
+        return f"TLS: {exc.reason or exc}"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
 def side_fields(

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import http.client
 import math
-import ssl
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +43,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from ..engine.clock import monotonic_ns
-from ..engine.side_request import side_connection, side_fields
+from ..engine.side_request import side_connection, side_error, side_fields
 from .names import family_of, map_page
 from .prometheus import PrometheusError, parse_page, series_key
 
@@ -197,12 +196,8 @@ class _Fetcher:
             if len(body) > _MAX_PAGE:
                 return None, b"", sent, monotonic_ns() - sent, "the page is over 8 MiB"
             return response.status, body, sent, monotonic_ns() - sent, None
-        except TimeoutError:
-            error = f"no answer within {self.timeout_s:g} s"
-        except ssl.SSLError as exc:
-            error = f"TLS: {exc.reason or exc}"
-        except (OSError, http.client.HTTPException) as exc:
-            error = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        except (OSError, http.client.HTTPException) as exc:  # TimeoutError, SSLError too
+            error = side_error(exc, self.timeout_s)
         self.close()
         return None, b"", sent, monotonic_ns() - sent, error
 
