@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from mlpe_fast.cli import build_parser, main
+from mlpe_fast.config.benchmark import BENCHMARK_MODELS
 from tests.data_files import AGENTIC_CODING, CHAR_CHAT_TOKENIZER, CHAR_TOKENIZER, LCB_TINY
 from tests.harmony_tokenizer import harmony_tokenizer
 
@@ -57,14 +58,7 @@ def _yaml_files() -> dict[str, str]:
 
 COMMANDS = _commands()
 # The checker's model names (spec §2.8, rule model-name-valid).
-MODELS = (
-    "llama3_1-8b",
-    "gpt-oss-120b",
-    "deepseek-r1",
-    "kimi-k3",
-    "qwen3_6-35b-a3b",
-    "deepseek-v4_1-flash",
-)
+MODELS = BENCHMARK_MODELS
 
 
 def test_the_page_documents_every_model_and_every_step() -> None:
