@@ -133,6 +133,8 @@ class GroundTruth:
         """Salt -> (before, after) the write that completed the first token."""
         self.process.send_signal(signal.SIGTERM)
         assert self.process.wait(timeout=30) == 0
+        assert self.process.stdout is not None
+        self.process.stdout.close()
         firsts: dict[str, tuple[int, int]] = {}
         for line in self.log.read_text().splitlines():
             salt, index, before, after = line.split()
