@@ -36,6 +36,7 @@ import pytest
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.engine import Client, RequestRecord
 from mlpe_fast.engine.rx_sched import AUTO_PRIORITY
+from mlpe_fast.load.salt import Salter, salt_prompt
 
 CONCURRENCY = 64
 REQUESTS = 1280
@@ -59,19 +60,34 @@ async def closed_loop(
     concurrency: int = CONCURRENCY,
     requests: int = REQUESTS,
     tokens: int = TOKENS,
+    salter: Salter | None = None,
     **client_options: Any,
 ) -> tuple[list[RequestRecord], Client]:
     """``requests`` streamed requests, ``concurrency`` at a time, each sent
-    as the last one ends; the records and the (closed) client."""
-    body = json.dumps(
-        {
-            "model": "mlpe-sim",
-            "messages": [{"role": "user", "content": "hello"}],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_completion_tokens": tokens,
-        }
-    ).encode()
+    as the last one ends; the records and the (closed) client.  With a
+    ``salter`` each prompt carries the next salt (``load/salt.py``), which
+    is also the record's ``sample_id``: a ground-truth server pairs its
+    stamps with the record by it."""
+
+    def encode(prompt: str) -> bytes:
+        return json.dumps(
+            {
+                "model": "mlpe-sim",
+                "messages": [{"role": "user", "content": prompt}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+                "max_completion_tokens": tokens,
+            }
+        ).encode()
+
+    unsalted = encode("hello")
+
+    def request() -> tuple[bytes, str | None]:
+        if salter is None:
+            return unsalted, None
+        salt = salter.next_hex()
+        return encode(salt_prompt(salt, "hello")), salt
+
     records: list[RequestRecord] = []
     done = asyncio.Event()
     client = Client(url, **client_options)
@@ -79,17 +95,20 @@ async def closed_loop(
         issued = 0
 
         def on_done(record: RequestRecord) -> None:
-            nonlocal issued
             records.append(record)
             if issued < requests:
-                issued += 1
-                client.issue(body, on_done)
+                issue()
             elif len(records) == requests:
                 done.set()
 
-        for _ in range(concurrency):
+        def issue() -> None:
+            nonlocal issued
             issued += 1
-            client.issue(body, on_done)
+            body, salt = request()
+            client.issue(body, on_done, sample_id=salt)
+
+        for _ in range(concurrency):
+            issue()
         await done.wait()
     return records, client
 

@@ -158,7 +158,7 @@ static void remove_slot(mlpe_h2_deframer *d, size_t hole) {
 /* Outputs                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void push_event(mlpe_h2_deframer *d, uint32_t stream_id, uint32_t flags) {
+static void push_event(mlpe_h2_deframer *d, uint32_t stream_id, uint32_t flags, uint64_t end) {
     if (d->n_events == d->cap_events) {
         size_t cap = d->cap_events ? d->cap_events * 2 : 16;
         mlpe_h2_event *events;
@@ -176,6 +176,7 @@ static void push_event(mlpe_h2_deframer *d, uint32_t stream_id, uint32_t flags) 
     }
     d->events[d->n_events].stream_id = stream_id;
     d->events[d->n_events].flags = flags;
+    d->events[d->n_events].end = end;
     d->n_events++;
 }
 
@@ -238,8 +239,9 @@ static void pass_end_stream(mlpe_h2_deframer *d, uint32_t stream_id) {
 /* Frames                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* D6: what one decoder call returned.  A failure ends the feeding. */
-static void report(mlpe_h2_deframer *d, unsigned flags) {
+/* D6: what one decoder call returned.  A failure ends the feeding.  end:
+ * where the frame's bytes end in the input (D7). */
+static void report(mlpe_h2_deframer *d, unsigned flags, uint64_t end) {
     if (flags & MLPE_RESPONSE_ERROR) {
         d->cur_failed = 1;
         flags = MLPE_RESPONSE_ERROR;
@@ -247,7 +249,7 @@ static void report(mlpe_h2_deframer *d, unsigned flags) {
         flags &= MLPE_RESPONSE_FIRST | MLPE_RESPONSE_DONE;
     }
     if (flags)
-        push_event(d, d->cur_id, flags);
+        push_event(d, d->cur_id, flags, end);
 }
 
 /* Starts the frame whose header is h.  Returns 1 when mlpe_h2_feed must
@@ -291,8 +293,8 @@ static int start_frame(mlpe_h2_deframer *d, const uint8_t *h) {
     return 0;
 }
 
-/* Ends a consumed frame (D3, D4). */
-static void end_frame(mlpe_h2_deframer *d, int64_t t_ns) {
+/* Ends a consumed frame (D3, D4); at: the input offset just past it (D7). */
+static void end_frame(mlpe_h2_deframer *d, int64_t t_ns, uint64_t at) {
     uint32_t stream_id = d->cur_id;
     mlpe_h2_stream *s = d->cur_live ? find_stream(d, stream_id) : NULL;
     d->state = ST_HEADER;
@@ -304,7 +306,7 @@ static void end_frame(mlpe_h2_deframer *d, int64_t t_ns) {
         if (!d->cur_failed) {
             unsigned flags = d->sink.end_body(d->cur_decoder, t_ns);
             d->cur_failed = 1; /* no more input for it */
-            report(d, flags);
+            report(d, flags, at);
         }
         pass_end_stream(d, stream_id);
     } else if (s != NULL) {
@@ -322,11 +324,11 @@ static void end_frame(mlpe_h2_deframer *d, int64_t t_ns) {
     }
 }
 
-MLPE_INLINE void end_payload(mlpe_h2_deframer *d, int64_t t_ns) {
+MLPE_INLINE void end_payload(mlpe_h2_deframer *d, int64_t t_ns, uint64_t at) {
     if (d->padding)
         d->state = ST_PADDING;
     else
-        end_frame(d, t_ns);
+        end_frame(d, t_ns, at);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -431,7 +433,7 @@ size_t mlpe_h2_feed(mlpe_h2_deframer *d, const uint8_t *data, size_t len, int64_
             if (start_frame(d, h))
                 goto done; /* D5: the caller runs h2 over it first */
             if (d->state == ST_HEADER)
-                end_frame(d, t_ns); /* an empty DATA frame, consumed */
+                end_frame(d, t_ns, d->offset + pos); /* an empty DATA frame, consumed */
             break;
         }
         case ST_PASS:
@@ -459,24 +461,29 @@ size_t mlpe_h2_feed(mlpe_h2_deframer *d, const uint8_t *data, size_t len, int64_
             d->remaining -= pad;
             d->state = ST_PAYLOAD;
             if (d->remaining == 0)
-                end_payload(d, t_ns);
+                end_payload(d, t_ns, d->offset + pos);
             break;
         }
         case ST_PAYLOAD:
             take = min_u32(d->remaining, len - pos);
-            if (!d->cur_failed)
-                report(d, d->sink.feed_body(d->cur_decoder, data + pos, take, t_ns));
+            if (!d->cur_failed) {
+                /* D7: the piece, and the padding after it that this input holds. */
+                uint64_t end = d->offset + pos + take;
+                if (take == d->remaining)
+                    end += min_u32(d->padding, len - pos - take);
+                report(d, d->sink.feed_body(d->cur_decoder, data + pos, take, t_ns), end);
+            }
             pos += take;
             d->remaining -= take;
             if (d->remaining == 0)
-                end_payload(d, t_ns);
+                end_payload(d, t_ns, d->offset + pos);
             break;
         default: /* ST_PADDING */
             take = min_u32(d->padding, len - pos);
             pos += take;
             d->padding -= take;
             if (d->padding == 0)
-                end_frame(d, t_ns);
+                end_frame(d, t_ns, d->offset + pos);
             break;
         }
     }

@@ -63,6 +63,14 @@
  *      reports ERROR once; its later payloads are dropped but still count
  *      for flow control (D3), and END_STREAM still unregisters it and is
  *      passed through (D4), without DONE.
+ *  D7. Each event also says where its frame ends in the input (`end`, an
+ *      offset like `offset`): just past the payload piece whose decoder
+ *      call gave it and the frame's padding that follows within the same
+ *      call's input, or, for the decoder's end_body, just past the frame.
+ *      A caller that knows where its read ends learns how many bytes the
+ *      read carried past the frame that completed a stream's first token:
+ *      the frames of other streams (or the stream's own next token) that a
+ *      read's one arrival stamp covers too (issue 23; the self-audit).
  *
  * Outputs
  * -------
@@ -130,6 +138,7 @@ typedef struct mlpe_h2_sink {
 typedef struct mlpe_h2_event {
     uint32_t stream_id;
     uint32_t flags; /* MLPE_RESPONSE_FIRST | _DONE, or _ERROR (D6) */
+    uint64_t end;   /* input offset just past the frame's bytes (D7) */
 } mlpe_h2_event;
 
 /* One slot of the stream table (stream_id 0: empty). */

@@ -179,3 +179,58 @@ def test_packet_stamps_over_tls_warn_and_fall_back(
         "mlpe-fast: warning: --receive-stamps packet: segment stamps apply to cleartext "
         "connections only; using kernel stamps\n"
     )
+
+
+# -- HTTP/2: first reads that carried later frames ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def h2c_endpoint() -> Iterator[str]:
+    with simulated_endpoint((*FLAGS, "--http2")) as url:
+        yield url
+
+
+def _later_frames(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[str, dict[str, Any]]:
+    """The audit row and the summary's self_audit of an h2c run of 8 streams."""
+    report = tmp_path / "run"
+    argv = run_cli(url, "--http2", "--concurrency", "8", "--report-dir", str(report), *flags)
+    assert main(argv) == 0
+    rows = audit_rows(capsys.readouterr().out)
+    summary = json.loads((report / "performance" / "result_summary.json").read_text())
+    return rows["first reads carrying later frames"], summary["mlpe_fast"]["self_audit"]
+
+
+@pytest.mark.pipeline
+def test_h2c_run_counts_first_reads_carrying_later_frames(
+    h2c_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The simulated endpoint writes the frames of every stream due at once in
+    # one write, so 8 streams' first tokens share reads: most carry later
+    # frames, and with the read's one kernel stamp those may have moved.
+    row, audit = _later_frames(h2c_endpoint, tmp_path, capsys, "--receive-stamps", "kernel")
+    assert audit["http2_connections"] >= 1
+    assert audit["first_tokens"] == audit["requests"] > 0
+    assert 0 < audit["first_reads_with_later"] <= audit["first_tokens"]
+    assert audit["first_reads_with_later_segment"] == 0
+    share = audit["first_reads_with_later"] / audit["first_tokens"]
+    assert row == (
+        f"{audit['first_reads_with_later']:,} of {audit['first_tokens']:,} first tokens "
+        f"({share:.1%}); {audit['multiplex_verdict']}"
+    ), row
+    if share > 0.01:
+        assert "NOT to be trusted" in row and "--receive-stamps packet" in row, row
+
+
+@needs_capture
+@pytest.mark.pipeline
+def test_h2c_run_with_segment_stamps_says_they_are_exact(
+    h2c_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row, audit = _later_frames(h2c_endpoint, tmp_path, capsys, "--receive-stamps", "packet")
+    assert 0 < audit["first_reads_with_later"] <= audit["first_tokens"]
+    # Each piece of a read is one segment: what came after the first token in
+    # it arrived with it.
+    assert audit["first_reads_with_later_segment"] == audit["first_reads_with_later"]
+    assert "(exact per segment); TTFT tail to be trusted" in row, row

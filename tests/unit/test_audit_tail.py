@@ -121,3 +121,48 @@ def test_client_totals_carry_every_thread() -> None:
 )
 def test_cpu_lists_read_as_linux_writes_them(cpus: tuple[int, ...], text: str) -> None:
     assert cpu_list(cpus) == text
+
+
+def multiplexed(n: int, later: int, exact: int) -> list[RequestRecord]:
+    """``n`` HTTP/2 records: the first ``later`` read with bytes past their
+    first token's frame, the first ``exact`` of those stamped by segment."""
+    return [
+        msgspec.structs.replace(
+            record(20 * MS, 22 * MS),
+            first_read_later_bytes=180 if i < later else 0,
+            segment_stamp=1 if i < exact else 0,
+        )
+        for i in range(n)
+    ]
+
+
+def h2_audit(rs: list[RequestRecord], http2: int = 1) -> dict[str, str]:
+    made = audit_records(rs, array("q"), 0, 1, 0, arrival_clock=None, http2_connections=http2)
+    return made.as_rows()
+
+
+def test_first_reads_carrying_later_frames_over_http2() -> None:
+    row = h2_audit(multiplexed(200, 30, 0))["first reads carrying later frames"]
+    assert row == (
+        "30 of 200 first tokens (15.0%); TTFT p99 NOT to be trusted: 15.0% of first tokens were "
+        "read with later frames and may carry a later frame's arrival (--receive-stamps packet "
+        "stamps each segment)"
+    ), row
+    row = h2_audit(multiplexed(200, 2, 0))["first reads carrying later frames"]
+    assert row == "2 of 200 first tokens (1.0%); TTFT tail to be trusted", row
+    most = h2_audit(multiplexed(10, 6, 0))["first reads carrying later frames"]
+    assert "TTFT p50 and p99 NOT to be trusted: 60.0%" in most, most
+
+
+def test_segment_stamped_first_tokens_are_exact_per_segment() -> None:
+    row = h2_audit(multiplexed(200, 30, 29))["first reads carrying later frames"]
+    assert row == (
+        "30 of 200 first tokens (15.0%), 29 of them at their segment's arrival (exact per "
+        "segment); TTFT tail to be trusted"
+    ), row
+    row = h2_audit(multiplexed(200, 30, 20))["first reads carrying later frames"]
+    assert "TTFT p99 NOT to be trusted: 5.0% of first tokens" in row, row
+
+
+def test_no_later_frames_row_over_http1() -> None:
+    assert "first reads carrying later frames" not in h2_audit(multiplexed(20, 0, 0), http2=0)

@@ -1140,3 +1140,58 @@ def test_c_matches_twin(sc: dict[str, Any]) -> None:
     c = run_scenario(wire_module("h2", "c"), wire_module("response", "c"), sc)
     py = run_scenario(wire_module("h2", "py"), wire_module("response", "py"), sc)
     assert c == py
+
+
+# --- D7: where an event's frame ends ------------------------------------------------
+
+
+def _ends(d: Any, pieces: Sequence[bytes]) -> list[tuple[int, int, int, int]]:
+    """(stream, flags, end, end of the piece) per event, fed as H2ReadCore does."""
+    out: list[tuple[int, int, int, int]] = []
+    for piece in pieces:
+        piece_end = d.offset + len(piece)
+        pos = 0
+        while True:
+            pos += d.feed(memoryview(piece)[pos:], 1)
+            out += [(s, f, end, piece_end) for s, f, end in d.take_events_ending()]
+            d.take_passthrough()
+            if d.error or pos >= len(piece):
+                break
+    assert d.offset == sum(map(len, pieces))
+    return out
+
+
+@pytest.mark.parametrize("pad", [None, 0, 3])
+def test_event_ends_past_its_frame_at_every_split(
+    h2w: ModuleType, resp: ModuleType, pad: int | None
+) -> None:
+    """D7: a first token's event ends past its frame, padding within the
+    piece included; the bytes after it in the piece are the later frames."""
+    first = data_frame(1, sse_event(chat_chunk(content="a")), pad=pad)
+    other = data_frame(3, sse_event(chat_chunk(content="b")))
+    ping = bytes(PingFrame(0, opaque_data=b"12345678").serialize())
+    total = first + other + ping
+    payload_end = len(first) - (pad or 0)  # just past the first token's last byte
+    for i in range(len(total) + 1):
+        d = h2w.DataDeframer()
+        d.register(1, decoder(resp))
+        d.register(3, decoder(resp))
+        events = _ends(d, [total[:i], total[i:]])
+        one = min(len(first), i) if i >= payload_end else len(first)
+        assert events == [
+            (1, FIRST, one, i if i >= payload_end else len(total)),
+            (3, FIRST, len(first) + len(other), i if i >= len(first) + len(other) else len(total)),
+        ], i
+
+
+def test_event_of_end_body_ends_past_the_frame(h2w: ModuleType, resp: ModuleType) -> None:
+    """D7: END_STREAM's events (end_body) end where the frame does."""
+    d = h2w.DataDeframer()
+    d.register(1, decoder(resp))
+    first = data_frame(1, tokens("x"))
+    end = data_frame(1, end_stream=True, pad=2)
+    events = _ends(d, [first + end + data_frame(9, b"later")])
+    assert [(s, f, e) for s, f, e, _ in events] == [
+        (1, FIRST, len(first)),
+        (1, DONE, len(first) + len(end)),
+    ]

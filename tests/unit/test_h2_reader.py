@@ -68,10 +68,12 @@ def recorder_class(reader: ModuleType) -> type[Any]:
                 windows.get("stream_window", 65535),
             )
             self.calls: list[tuple[Any, ...]] = []
+            self.later: list[tuple[int, int, int]] = []  # event_later_bytes per event
             self.react: Callable[[str, Any], None] | None = None
 
         def on_stream_event(self, stream_id: int, flags: int, t_ns: int) -> None:
             self.calls.append(("event", stream_id, flags, t_ns))
+            self.later.append((stream_id, flags, self.event_later_bytes))
             if self.react is not None:
                 self.react("event", (stream_id, flags))
 
@@ -301,3 +303,37 @@ def test_over_a_socket(reader: ModuleType, resp: ModuleType) -> None:
     increments = updates_of(received)
     assert sum(inc for sid, inc in increments if sid == 0) > len(body) - 2000
     assert all(sid in (0, 1) for sid, _ in increments)
+
+
+def test_later_bytes_of_a_first_token_at_every_split(reader: ModuleType, resp: ModuleType) -> None:
+    """A read that completes a stream's first token says how many of its
+    bytes lie past that token's frame: the later frames its one arrival
+    stamp covers too (other streams' DATA, control frames)."""
+    first = data_frame(1, sse_event(chat_chunk(content="a")), pad=2)
+    other = data_frame(3, sse_event(chat_chunk(content="b")))
+    total = first + other + PING
+    payload_end = len(first) - 2
+    for i in range(1, len(total)):
+        core = make(reader)
+        core.register(1, decoder(resp))
+        core.register(3, decoder(resp))
+        read(core, total[:i])
+        read(core, total[i:])
+        # Where the first token's last byte is, there is its read.
+        one = i - min(len(first), i) if i >= payload_end else len(total) - len(first)
+        three = i - len(first) - len(other) if i >= len(first) + len(other) else len(PING)
+        assert core.later == [(1, FIRST, one), (3, FIRST, three)], i
+    core = make(reader)
+    assert core.event_later_bytes == 0
+
+
+def test_later_bytes_within_one_read(reader: ModuleType, resp: ModuleType) -> None:
+    """Frames of 32 streams in one read: each first token has every frame
+    after its own behind it, the last none."""
+    core = make(reader)
+    frames = [data_frame(s, sse_event(chat_chunk(content="t"))) for s in range(1, 65, 2)]
+    for s in range(1, 65, 2):
+        core.register(s, decoder(resp))
+    read(core, b"".join(frames))
+    after = [sum(map(len, frames[k + 1 :])) for k in range(len(frames))]
+    assert core.later == [(s, FIRST, n) for s, n in zip(range(1, 65, 2), after, strict=True)]

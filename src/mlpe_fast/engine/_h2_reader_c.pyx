@@ -8,7 +8,7 @@ Behaviour is specified by the twin, ``_h2_reader_py.py``.
 """
 
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int64_t, uint8_t, uint64_t
 
 from mlpe_fast.engine._receive_c cimport SocketReader
 from mlpe_fast.wire._ch2 cimport mlpe_h2_deframer
@@ -29,6 +29,7 @@ cdef class H2ReadCore(SocketReader):
     cdef readonly DataDeframer deframer
     cdef public object transport
     cdef public bint closed
+    cdef readonly long long event_later_bytes  # see the twin
 
     def __init__(self, max_frame_size, connection_window, stream_window):
         self.deframer = DataDeframer(
@@ -39,6 +40,7 @@ cdef class H2ReadCore(SocketReader):
         self.transport = None
         self.last_read_ns = 0
         self.closed = False  # set by the owner; a closed connection reads no further
+        self.event_later_bytes = 0
 
     def register(self, stream_id, ResponseDecoder decoder not None):
         """DATA of ``stream_id`` goes to ``decoder`` (body mode, head set)."""
@@ -63,6 +65,7 @@ cdef class H2ReadCore(SocketReader):
         cdef size_t pos = 0
         cdef size_t i
         cdef list events
+        cdef uint64_t read_end = d.offset + n
         if self.closed:
             return
         self.last_read_ns = t_read
@@ -72,9 +75,13 @@ cdef class H2ReadCore(SocketReader):
             pos += <size_t>deframer._feed(data + pos, n - pos, t_ns)
             if d.n_events:
                 # Taken before any hook runs, as the twin's take_events().
-                events = [(d.events[i].stream_id, d.events[i].flags) for i in range(d.n_events)]
+                events = [
+                    (d.events[i].stream_id, d.events[i].flags, d.events[i].end)
+                    for i in range(d.n_events)
+                ]
                 d.n_events = 0
-                for stream_id, flags in events:
+                for stream_id, flags, end in events:
+                    self.event_later_bytes = <long long>(read_end - <uint64_t>end)
                     self.on_stream_event(stream_id, flags, t_ns)
                     if self.closed:
                         return

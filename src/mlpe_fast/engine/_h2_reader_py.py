@@ -39,7 +39,11 @@ class H2ReadCore(SocketReader):
     further hook runs and no WINDOW_UPDATE is written; a closed core ignores
     later reads.  While a hook runs, ``last_read_ns`` is when the data was
     read and ``last_read_kernel`` whether ``t_ns`` is the kernel's arrival
-    stamp of it.
+    stamp of it; while ``on_stream_event`` runs, ``event_later_bytes`` is how
+    many bytes the read (with segment stamps, the segment's piece of it)
+    carried past the frame that gave the event (the de-framer's D7): data
+    that arrived with or after it, which the read's one arrival stamp
+    covers too.
     """
 
     def __init__(self, max_frame_size: int, connection_window: int, stream_window: int) -> None:
@@ -51,6 +55,7 @@ class H2ReadCore(SocketReader):
         SocketReader.__init__(self)
         self.transport: Any = None
         self.closed = False  # set by the owner; a closed connection reads no further
+        self.event_later_bytes = 0
 
     def register(self, stream_id: int, decoder: Any) -> None:
         """DATA of ``stream_id`` goes to ``decoder`` (body mode, head set)."""
@@ -76,9 +81,11 @@ class H2ReadCore(SocketReader):
         view = memoryview(data)
         nbytes = len(view)
         pos = 0
+        read_end = deframer.offset + nbytes
         while True:
             pos += deframer.feed(view[pos:], t_ns)
-            for stream_id, flags in deframer.take_events():
+            for stream_id, flags, end in deframer.take_events_ending():
+                self.event_later_bytes = read_end - end
                 self.on_stream_event(stream_id, flags, t_ns)
                 if self.closed:
                     return

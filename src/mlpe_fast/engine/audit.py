@@ -31,8 +31,15 @@ Whether the tail of the first-token figures can be trusted:
   says it is not to be trusted, unless the reader was provably prompt: a
   real-time receive thread that never waits for the interpreter, preempted
   fewer times than there were such reads (each arrival woke it at once).
-  Over HTTP/2 a read also holds other streams' frames; the count covers a
-  stream's own next token only.
+* first reads carrying later frames (HTTP/2) -- a read of a multiplexed
+  connection also holds other streams' frames, and its one stamp is that of
+  its newest data: a first token whose read carried bytes past its frame
+  (``RequestRecord.first_read_later_bytes``; other streams' frames, or its
+  own next token) may carry the arrival of a later frame.  Segment stamps
+  (``--receive-stamps packet``) split reads by segment, so those stamps are
+  exact per segment and are not counted as movable.  Past 1 % of first
+  tokens that may have moved, the verdict says the p99 is not to be
+  trusted.
 * the receive thread -- the policy, priority and CPUs it got
   (``--receive-priority``, ``--receive-cpu``; ``engine/rx_sched.py``), how
   long it waited for a core per wake-up (run-queue delay, schedstat) and
@@ -230,6 +237,12 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
     metrics_bytes: int = 0
     metrics_parse_cpu_ms: float = 0.0
     metrics_scrape_ms_mean: float = 0.0
+    #: HTTP/2: first tokens, those whose read carried bytes past their
+    #: frame, those of them stamped by their segment (exact), and the verdict.
+    first_tokens: int = 0
+    first_reads_with_later: int = 0
+    first_reads_with_later_segment: int = 0
+    multiplex_verdict: str = ""
 
     def as_rows(self) -> dict[str, str]:
         """Label -> value, for the report table."""
@@ -255,6 +268,8 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
                 f"{self.first_reads_with_next:,} of {self.first_reads:,} ({share:.1%}); "
                 f"{self.tail_verdict}"
             )
+        if self.http2_connections and self.first_tokens:
+            rows["first reads carrying later frames"] = self._multiplexed()
         segments = self._segments()
         if segments:
             rows["segment stamps"] = segments
@@ -309,6 +324,19 @@ class Audit(msgspec.Struct, frozen=True, gc=False):
         return (
             f"{kind}: {self.kernel_stamped:,} of {self.stamped:,} requests with a response "
             f"(clock map ±{self.clock_map_error_us:.3f} µs{steps})"
+        )
+
+    def _multiplexed(self) -> str:
+        share = self.first_reads_with_later / self.first_tokens
+        exact = (
+            f", {self.first_reads_with_later_segment:,} of them at their segment's arrival "
+            "(exact per segment)"
+            if self.first_reads_with_later_segment
+            else ""
+        )
+        return (
+            f"{self.first_reads_with_later:,} of {self.first_tokens:,} first tokens "
+            f"({share:.1%}){exact}; {self.multiplex_verdict}"
         )
 
     def _segments(self) -> str:
@@ -455,6 +483,22 @@ def _tail_verdict(
     )
 
 
+def _multiplex_verdict(first_tokens: int, with_later: int, segment_exact: int) -> str:
+    """Whether the TTFT tail holds over HTTP/2 (module doc)."""
+    if not first_tokens:
+        return ""
+    movable = with_later - segment_exact
+    share = movable / first_tokens
+    if share <= COALESCED_TRUST_SHARE:
+        return "TTFT tail to be trusted"
+    which = "p50 and p99" if share > 0.5 else "p99"
+    return (
+        f"TTFT {which} NOT to be trusted: {share:.1%} of first tokens were read with later "
+        "frames and may carry a later frame's arrival (--receive-stamps packet stamps each "
+        "segment)"
+    )
+
+
 def audit_records(
     records: Iterable[RequestRecord],
     lags_ns: array[int],
@@ -490,6 +534,7 @@ def audit_records(
     kernel = stamped = 0
     with_setup = 0
     first_reads = with_next = 0
+    first_tokens = with_later = later_exact = 0
     segments = [0, 0, 0, 0, 0]  # by RequestRecord.segment_stamp
     for record in records:
         requests += 1
@@ -497,6 +542,11 @@ def audit_records(
         if response.t_first is not None and response.t_second is not None:
             first_reads += 1
             with_next += response.t_second == response.t_first
+        if response.t_first is not None:
+            first_tokens += 1
+            if record.first_read_later_bytes > 0:
+                with_later += 1
+                later_exact += record.segment_stamp == 1
         events += record.response.events
         with_setup += record.connect_ns > 0
         late.append(record.t_issue - record.t_sched)
@@ -567,6 +617,12 @@ def audit_records(
         first_reads=first_reads,
         first_reads_with_next=with_next,
         tail_verdict=_tail_verdict(first_reads, with_next, threads, wait_us),
+        first_tokens=first_tokens if http2_connections else 0,
+        first_reads_with_later=with_later,
+        first_reads_with_later_segment=later_exact,
+        multiplex_verdict=_multiplex_verdict(first_tokens, with_later, later_exact)
+        if http2_connections
+        else "",
         segment_stamped=segments[1],
         segment_unknown=segments[2],
         segment_lost=segments[3],

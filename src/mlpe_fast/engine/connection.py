@@ -180,6 +180,7 @@ class Connection(ReadCore, asyncio.BufferedProtocol):
             self.kernel_first,
             self.kernel_done,
             self.segment_first,
+            0,  # one stream per connection: the next-token count covers it
         )
 
     def close(self) -> None:

@@ -19,8 +19,9 @@ from .record import RequestRecord
 __all__ = ("EMPTY_ANSWER", "Exchange", "ReadStamps", "empty_answer_message")
 
 # A read core's (first_read_ns, done_read_ns, kernel_first, kernel_done,
-# segment_first: where the first token's stamp came from, _receive_py.SEGMENT_*).
-ReadStamps = tuple[int, int, bool, bool, int]
+# segment_first: where the first token's stamp came from, _receive_py.SEGMENT_*,
+# later_first: bytes the first token's read carried past its frame, HTTP/2).
+ReadStamps = tuple[int, int, bool, bool, int, int]
 
 
 EMPTY_ANSWER = "EmptyAnswer"
@@ -114,12 +115,12 @@ class Exchange:
         t_issue = self.t_issue or t_end
         t_first, t_done = summary.t_first, summary.t_done
         kernel = False
-        segment = 0
+        segment = later = 0
         t_first_read, t_done_read = t_first, t_done
         if reads is not None:
-            first_read, done_read, kernel_first, kernel_done, segment_first = reads
+            first_read, done_read, kernel_first, kernel_done, segment_first, later_first = reads
             if t_first is not None:
-                segment = segment_first
+                segment, later = segment_first, later_first
             if t_first is not None and first_read:
                 t_first_read = first_read
             if t_done is not None and done_read:
@@ -142,4 +143,5 @@ class Exchange:
             t_done_read=t_done_read,
             kernel_stamps=kernel,
             segment_stamp=segment,
+            first_read_later_bytes=later,
         )

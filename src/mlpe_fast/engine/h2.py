@@ -125,6 +125,7 @@ class _Stream:
         "done_at",
         "done_read",
         "exchange",
+        "first_later",
         "first_read",
         "kernel_done",
         "kernel_first",
@@ -146,12 +147,21 @@ class _Stream:
         self.first_read = self.done_read = 0
         self.kernel_first = self.kernel_done = False
         self.segment_first = 0  # _receive_py.SEGMENT_*
+        # Bytes the first token's read carried past its frame (RequestRecord).
+        self.first_later = 0
 
     def reads(self, summary: ResponseSummary) -> ReadStamps:
         """The read stamps for :meth:`Exchange.record`: the end's only when
         the read that ended the stream also carried ``t_done``."""
         done_read = self.done_read if summary.t_done == self.done_at else 0
-        return (self.first_read, done_read, self.kernel_first, self.kernel_done, self.segment_first)
+        return (
+            self.first_read,
+            done_read,
+            self.kernel_first,
+            self.kernel_done,
+            self.segment_first,
+            self.first_later,
+        )
 
     @property
     def t_issue(self) -> int:
@@ -283,7 +293,7 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             return
         exchange = stream.exchange
         if flags & FIRST:
-            self._first_read(stream)
+            self._first_read(stream, self.event_later_bytes)
             if exchange.on_first is not None:
                 exchange.on_first(exchange, t_ns)
         if flags & ERROR:
@@ -369,7 +379,8 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
             return
         exchange = stream.exchange
         if milestones:  # only a FirstToken comes from feed_body
-            self._first_read(stream)
+            # h2 hands over one frame's data: where it ends in the read is not known.
+            self._first_read(stream, 0)
             if exchange.on_first is not None:
                 exchange.on_first(exchange, t_ns)
 
@@ -436,11 +447,12 @@ class H2Connection(H2ReadCore, asyncio.BufferedProtocol):
 
     # -- ends -----------------------------------------------------------------
 
-    def _first_read(self, stream: _Stream) -> None:
+    def _first_read(self, stream: _Stream, later: int) -> None:
         if not stream.first_read:
             stream.first_read = self.last_read_ns
             stream.kernel_first = self.last_read_kernel
             stream.segment_first = self.last_read_segment
+            stream.first_later = later
 
     def _done(self, stream: _Stream, t_ns: int) -> None:
         """Rule 7: stamp now, make the record after this iteration's reads."""

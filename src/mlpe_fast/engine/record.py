@@ -57,6 +57,16 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     saw no segment with those bytes (``_receive_py.SEGMENT_*``); 0 without
     segment stamps.
 
+    ``first_read_later_bytes`` (HTTP/2): how many bytes the read that
+    completed the first token carried past that token's DATA frame (with
+    segment stamps, the segment's piece of the read): other streams' frames,
+    or the stream's own next token, that arrived with it or later.  The
+    read has one arrival stamp, its newest data's (``csrc/mlpe_rxstamp.h``
+    K2), so a first token with later bytes behind it may carry a later
+    arrival than its own; with segment stamps the piece is one segment and
+    its stamp is exact.  0 over HTTP/1.1, whose one stream per connection
+    the next-token count (``t_second == t_first``) covers.
+
     ``endpoint`` is the index of the endpoint that served the request, in
     the order the run was given them (0 with one endpoint; see
     :mod:`.replicas`).
@@ -86,6 +96,7 @@ class RequestRecord(msgspec.Struct, frozen=True, gc=False):
     kernel_stamps: bool = False
     endpoint: int = 0
     segment_stamp: int = 0
+    first_read_later_bytes: int = 0
 
     @property
     def ok(self) -> bool:

@@ -17,6 +17,7 @@ cdef extern from "mlpe_h2.h" nogil:
     ctypedef struct mlpe_h2_event:
         uint32_t stream_id
         uint32_t flags
+        uint64_t end
 
     ctypedef struct mlpe_h2_deframer:
         uint32_t max_frame_size

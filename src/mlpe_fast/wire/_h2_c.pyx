@@ -191,6 +191,16 @@ cdef class DataDeframer:
         self._d.n_events = 0
         return events
 
+    def take_events_ending(self):
+        """``(stream_id, flags, end)`` per decoder call that returned
+        milestones: the events of :meth:`take_events` with the input offset
+        just past the frame's bytes (D7)."""
+        cdef size_t i
+        events = [(self._d.events[i].stream_id, self._d.events[i].flags, self._d.events[i].end)
+                  for i in range(self._d.n_events)]
+        self._d.n_events = 0
+        return events
+
     def take_passthrough(self):
         """The bytes for ``h2.receive_data`` (D4, D5)."""
         return _take(&self._d.passthrough)
@@ -208,6 +218,11 @@ cdef class DataDeframer:
     def error_pos(self):
         """Input offset of the byte in error."""
         return self._d.error_pos
+
+    @property
+    def offset(self):
+        """Input bytes consumed since the de-framer was made."""
+        return self._d.offset
 
     @property
     def max_frame_size(self):

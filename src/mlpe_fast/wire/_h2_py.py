@@ -51,6 +51,14 @@ Rules (RFC 9113 sections in brackets):
      payloads are dropped but still count for flow control (D3), and
      END_STREAM still unregisters it and is passed through (D4), without
      ``DONE``.
+ D7. Each event also says where its frame ends in the input (``end``, an
+     offset like :attr:`DataDeframer.offset`): just past the payload piece
+     whose decoder call gave it and the frame's padding that follows within
+     the same ``feed``'s input, or, for ``end_body``, just past the frame.
+     A caller that knows where its read ends learns how many bytes the read
+     carried past the frame that completed a stream's first token: frames
+     of other streams (or the stream's own next token) that the read's one
+     arrival stamp covers too (issue 23; the self-audit).
 """
 
 from __future__ import annotations
@@ -155,7 +163,7 @@ class DataDeframer:
         self._streams: dict[int, _Stream] = {}
         self._pass = bytearray()
         self._out = bytearray()
-        self._events: list[tuple[int, int]] = []
+        self._events: list[tuple[int, int, int]] = []  # stream, flags, end (D7)
         self._conn_unacked = 0
         self._state = _HEADER
         self._header = bytearray()
@@ -167,6 +175,7 @@ class DataDeframer:
         self.error = 0
         self.error_pos = 0
         self._offset = 0  # input bytes consumed so far
+        self._at = 0  # where the frame that ends now ends (D7)
 
     # -- streams --------------------------------------------------------------
 
@@ -215,6 +224,7 @@ class DataDeframer:
                 if self._on_header():  # an empty pass-through frame
                     break
                 if self._state == _HEADER:  # an empty DATA frame, consumed
+                    self._at = self._offset + pos
                     self._frame_done(t_ns)
             elif state == _PASS:
                 take = min(self._remaining, n - pos)
@@ -236,19 +246,26 @@ class DataDeframer:
                 self._remaining -= pad
                 self._state = _PAYLOAD
                 if self._remaining == 0:
+                    self._at = self._offset + pos
                     self._end_payload(t_ns)
             elif state == _PAYLOAD:
                 take = min(self._remaining, n - pos)
-                self._deliver(view[pos : pos + take], t_ns)
+                # D7: the piece, and the padding after it that this input holds.
+                end = pos + take
+                if take == self._remaining:
+                    end += min(self._padding, n - end)
+                self._deliver(view[pos : pos + take], t_ns, self._offset + end)
                 pos += take
                 self._remaining -= take
                 if self._remaining == 0:
+                    self._at = self._offset + pos
                     self._end_payload(t_ns)
             else:  # _PADDING
                 take = min(self._padding, n - pos)
                 pos += take
                 self._padding -= take
                 if self._padding == 0:
+                    self._at = self._offset + pos
                     self._frame_done(t_ns)
         self._offset += pos
         return pos
@@ -287,7 +304,7 @@ class DataDeframer:
             self._state = _PAYLOAD if length else _HEADER
         return False
 
-    def _deliver(self, piece: memoryview, t_ns: int) -> None:
+    def _deliver(self, piece: memoryview, t_ns: int, end: int) -> None:
         stream = self._stream
         if stream is None or stream.failed or not piece:
             return
@@ -297,7 +314,7 @@ class DataDeframer:
             stream.failed = True
             flags = ERROR
         if flags:
-            self._events.append((self._stream_id, flags))
+            self._events.append((self._stream_id, flags, end))
 
     def _end_payload(self, t_ns: int) -> None:
         if self._padding:
@@ -323,7 +340,7 @@ class DataDeframer:
                     except (ProtocolError, LocalProtocolError):
                         flags = ERROR
                     if flags:
-                        self._events.append((stream_id, flags))
+                        self._events.append((stream_id, flags, self._at))
                 self._pass += _end_stream_frame(stream_id)
             elif registered and stream.unacked >= self._stream_threshold:
                 self._out += window_update(stream_id, stream.unacked)
@@ -336,8 +353,18 @@ class DataDeframer:
 
     def take_events(self) -> list[tuple[int, int]]:
         """``(stream_id, flags)`` per decoder call that returned milestones (D6)."""
+        return [(stream_id, flags) for stream_id, flags, _ in self.take_events_ending()]
+
+    def take_events_ending(self) -> list[tuple[int, int, int]]:
+        """``(stream_id, flags, end)``: the events of :meth:`take_events` with
+        the input offset just past the frame's bytes (D7)."""
         events, self._events = self._events, []
         return events
+
+    @property
+    def offset(self) -> int:
+        """Input bytes consumed since the de-framer was made."""
+        return self._offset
 
     def take_passthrough(self) -> bytes:
         """The bytes for ``h2.receive_data`` (D4, D5)."""
