@@ -20,7 +20,8 @@ What is rare or repeats is kept beside the columns, bounded:
   any other id as itself;
 * ``usage`` by its keys: a flat object of integers (what OpenAI-compatible
   servers send) as a key tuple's code and one int64 per value, anything
-  else encoded as msgpack; the official counts (``completion_tokens``,
+  else encoded as msgpack (or kept as itself, past msgpack's integers);
+  the official counts (``completion_tokens``,
   ``prompt_tokens``) also in columns of their own, for the cross-check and
   the answer checks;
 * the gap histogram (``TokenGaps``, a few 8-byte buckets) in one shared
@@ -84,7 +85,7 @@ _FLAGS = {
 }
 
 # usage: the schema code column's values besides a key tuple's index
-_USAGE_NONE, _USAGE_PACKED = -1, -2
+_USAGE_NONE, _USAGE_PACKED, _USAGE_ODD = -1, -2, -3
 
 #: The int64 stamp and count columns, in the order a row is appended.
 _STAMPS = (
@@ -140,8 +141,10 @@ def _back(value: int) -> int | None:
 
 def _official(usage: dict[str, Any] | None, key: str) -> int:
     """An official usage count as its column holds it: an int, else NONE."""
-    value = usage.get(key) if usage else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else NONE
+    value: Any = usage.get(key) if usage else None
+    if type(value) is not int or not NONE < value < 2**63:  # not an int64 (bool neither)
+        return NONE
+    return value
 
 
 class _Strings:
@@ -180,6 +183,7 @@ class RecordColumns(Sequence[RequestRecord]):
         self._usage_codes: dict[tuple[str, ...], int] = {}
         self._usage_values = array("q")
         self._packed = bytearray()
+        self._odd_usage: list[dict[str, Any]] = []
         self._buckets = bytearray()
         self._bucket_ends = array("q")
         self._chunk_errors: dict[int, ChunkError] = {}
@@ -309,8 +313,14 @@ class RecordColumns(Sequence[RequestRecord]):
                 self._usage_keys.append(keys)
             self._usage_values.extend(usage.values())
             return code
+        try:
+            packed = self._encoder.encode(usage)
+        except (OverflowError, TypeError):  # past msgpack's integers: kept as itself
+            self._usage_values.append(len(self._odd_usage))
+            self._odd_usage.append(usage)
+            return _USAGE_ODD
         start = len(self._packed)
-        self._packed += self._encoder.encode(usage)
+        self._packed += packed
         self._usage_values.extend((start, len(self._packed)))
         return _USAGE_PACKED
 
@@ -455,6 +465,8 @@ class RecordColumns(Sequence[RequestRecord]):
         if schema == _USAGE_NONE:
             return None
         values = self._usage_values
+        if schema == _USAGE_ODD:
+            return self._odd_usage[values[at]]
         if schema == _USAGE_PACKED:
             usage: dict[str, Any] = self._decoder.decode(self._packed[values[at] : values[at + 1]])
             return usage
