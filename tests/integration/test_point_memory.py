@@ -3,7 +3,7 @@ answers' texts, once counted and logged, so the memory a point holds does
 not grow with the answers' length; the texts are in ``events.jsonl``.
 
 Counts, not times: tracemalloc's bytes held by a point's result, at two
-answer lengths.
+answer lengths and at two run lengths.
 """
 
 from __future__ import annotations
@@ -23,19 +23,19 @@ from mlpe_fast.point import run_point
 REQUESTS = 200
 
 
-def _held(tmp_path: Path, tokens: int, name: str) -> int:
+def _held(tmp_path: Path, tokens: int, name: str, requests: int = REQUESTS) -> int:
     """The bytes a point's result holds (traced while it lives, less after
-    it is gone), for ``REQUESTS`` answers of ``tokens`` one-character tokens."""
+    it is gone), for ``requests`` answers of ``tokens`` one-character tokens."""
     config = demo_config(RunConfig(report_dir=str(tmp_path / name)), set())
     config = msgspec.structs.replace(
-        config, concurrency=8, num_samples=REQUESTS, max_output_tokens=tokens
+        config, concurrency=8, num_samples=requests, max_output_tokens=tokens
     )
     flags = ("--output-len", str(tokens), "--output-len-dist", "fixed")
     with simulated_endpoint(flags) as endpoint:
         tracemalloc.start()
         try:
             result = asyncio.run(run_point(config, endpoint, progress=False))
-            assert result.stats.completed == REQUESTS
+            assert result.stats.completed == requests
             gc.collect()
             with_result = tracemalloc.get_traced_memory()[0]
             del result
@@ -75,3 +75,16 @@ def test_a_point_holds_the_same_per_request_whatever_the_answer_length(tmp_path:
     assert short > 0
     per_request = (long - short) / REQUESTS
     assert per_request < 256, (short, long)
+
+
+def test_a_point_holds_a_few_hundred_bytes_per_request_whatever_its_length(
+    tmp_path: Path,
+) -> None:
+    """Each request a point's result holds is a row of compact columns
+    (``engine/record_columns.py``) and its samples, the same from the
+    200th request to the 1,000th: about 360 bytes here, where a record
+    kept as objects cost about 1.4 KB (issue 23)."""
+    short = _held(tmp_path, 300, "short", 200)
+    long = _held(tmp_path, 300, "long", 1_000)
+    per_request = (long - short) / 800
+    assert 0 < per_request < 512, (short, long)

@@ -64,6 +64,7 @@ import numpy as np
 from ._receive import ArrivalClock
 from .clock import monotonic_ns
 from .record import RequestRecord
+from .record_columns import NONE, RecordColumns
 from .replicas import Replicas
 from .rx_sched import ReceiveScheduling, cpu_list
 
@@ -526,44 +527,34 @@ def audit_records(
     ``arrival_clock`` is the client's (None when kernel stamps were off).
     Records with no stamp (failed before any byte of a response) say
     nothing about the stamps; when no record has one, the connections do."""
-    late = []
-    lag_first: list[int] = []
-    lag_done: list[int] = []
-    events = 0
-    requests = 0
-    kernel = stamped = 0
-    with_setup = 0
-    first_reads = with_next = 0
-    first_tokens = with_later = later_exact = 0
-    segments = [0, 0, 0, 0, 0]  # by RequestRecord.segment_stamp
-    for record in records:
-        requests += 1
-        response = record.response
-        if response.t_first is not None and response.t_second is not None:
-            first_reads += 1
-            with_next += response.t_second == response.t_first
-        if response.t_first is not None:
-            first_tokens += 1
-            if record.first_read_later_bytes > 0:
-                with_later += 1
-                later_exact += record.segment_stamp == 1
-        events += record.response.events
-        with_setup += record.connect_ns > 0
-        late.append(record.t_issue - record.t_sched)
-        if record.response.t_first is not None or record.response.t_done is not None:
-            stamped += 1
-        segments[record.segment_stamp if 0 <= record.segment_stamp <= 4 else 0] += 1
-        if record.kernel_stamps:
-            kernel += 1
-            first, done = record.response.t_first, record.response.t_done
-            if first is not None and record.t_first_read is not None:
-                lag_first.append(record.t_first_read - first)
-            if done is not None and record.t_done_read is not None:
-                lag_done.append(record.t_done_read - done)
+    columns = records if isinstance(records, RecordColumns) else RecordColumns(records)
+    requests = len(columns)
+    t_first, t_done = columns.column("t_first"), columns.column("t_done")
+    has_first, has_done = t_first != NONE, t_done != NONE
+    t_second = columns.column("t_second")
+    first_read = has_first & (t_second != NONE)
+    first_reads = int(np.count_nonzero(first_read))
+    with_next = int(np.count_nonzero(first_read & (t_second == t_first)))
+    events = int(columns.column("events").sum(dtype=np.int64))
+    with_setup = int(np.count_nonzero(columns.column("connect_ns") > 0))
+    lateness = columns.column("t_issue") - columns.column("t_sched")
+    stamped = int(np.count_nonzero(has_first | has_done))
+    kernel_stamped = columns.flag("kernel_stamps")
+    kernel = int(np.count_nonzero(kernel_stamped))
+    first_read_at, done_read_at = columns.column("t_first_read"), columns.column("t_done_read")
+    lagged = kernel_stamped & has_first & (first_read_at != NONE)
+    first_lags = first_read_at[lagged] - t_first[lagged]
+    lagged = kernel_stamped & has_done & (done_read_at != NONE)
+    done_lags = done_read_at[lagged] - t_done[lagged]
+    first_tokens = int(np.count_nonzero(has_first))
+    later = has_first & (columns.column("first_read_later_bytes") > 0)
+    with_later = int(np.count_nonzero(later))
+    segment_of = columns.column("segment_stamp")
+    later_exact = int(np.count_nonzero(later & (segment_of == 1)))
+    # by RequestRecord.segment_stamp, an unknown code counted as none
+    segment_of = np.where((segment_of >= 0) & (segment_of <= 4), segment_of, 0)
+    segments = np.bincount(segment_of, minlength=5).tolist() if requests else [0, 0, 0, 0, 0]
     lags = np.frombuffer(lags_ns, dtype=np.int64) if len(lags_ns) else np.zeros(0, np.int64)
-    lateness = np.asarray(late, dtype=np.int64)
-    first_lags = np.asarray(lag_first, dtype=np.int64)
-    done_lags = np.asarray(lag_done, dtype=np.int64)
     if arrival_clock is None:
         note = "kernel stamps off: --receive-stamps read"
     elif tls_handshakes:

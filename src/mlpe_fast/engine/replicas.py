@@ -28,10 +28,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from .client import CHAT_PATH, Client, EndpointUnreachable, awaited_record
 from .exchange import Exchange
 from .record import RequestRecord
+from .record_columns import as_columns
 
 __all__ = ("AnyClient", "Replicas", "endpoint_shares")
 
@@ -193,15 +195,14 @@ def endpoint_shares(records: Sequence[RequestRecord], urls: Sequence[str]) -> li
     Raises:
         ValueError: a record names an endpoint outside ``urls``.
     """
-    issued = [0] * len(urls)
-    failed = [0] * len(urls)
-    for record in records:
-        index = record.endpoint
-        if not 0 <= index < len(urls):
-            raise ValueError(f"a record names endpoint {index}, but {len(urls)} were given")
-        issued[index] += 1
-        if record.error_class is not None:
-            failed[index] += 1
+    columns = as_columns(records)
+    endpoint = columns.column("endpoint")
+    outside = (endpoint < 0) | (endpoint >= len(urls))
+    if outside.any():
+        index = int(endpoint[outside][0])
+        raise ValueError(f"a record names endpoint {index}, but {len(urls)} were given")
+    issued = np.bincount(endpoint, minlength=len(urls)).tolist()
+    failed = np.bincount(endpoint[~columns.ok], minlength=len(urls)).tolist()
     return [
         {"url": url, "issued": n, "completed": n - f, "failed": f}
         for url, n, f in zip(urls, issued, failed, strict=True)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..engine.record import RequestRecord
+from ..engine.record_columns import as_columns
 from .series import series_stat, summary_block
 from .tokens import TokenCounts
 
@@ -33,7 +34,8 @@ def agentic_summary_fields(
 ) -> dict[str, Any]:
     """The fields above, from every turn's record, its token counts (same
     order) and whether it was issued inside the window."""
-    ok = np.fromiter((r.ok for r in records), dtype=np.bool_, count=len(records))
+    columns = as_columns(records)
+    ok = columns.ok
     osl = counts.osl
     counted = ok & (osl >= 0)
     fields: dict[str, Any] = {
@@ -46,7 +48,8 @@ def agentic_summary_fields(
         return fields
     keep = window & counted
     tokens = int(osl[keep].sum())
-    seconds = sum(r.latency_ns for r, k in zip(records, keep, strict=True) if k) / 1e9
+    latency = columns.t_finish() - columns.column("t_issue")  # RequestRecord.latency_ns
+    seconds = int(latency[keep].sum()) / 1e9
     if tokens and seconds > 0:
         fields["e2e_avg_interactivity"] = tokens / seconds
         fields["output_tokens_per_turn_total"] = tokens

@@ -30,9 +30,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..engine.exchange import EMPTY_ANSWER
 from ..engine.record import RequestRecord
+from ..engine.record_columns import NONE, as_columns
 from .tokens import TokenCounts
 
 __all__ = ("AnswerChecks", "check_answers")
@@ -100,12 +102,6 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _server_tokens(record: RequestRecord) -> int | None:
-    usage = record.response.usage
-    value = usage.get("completion_tokens") if isinstance(usage, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def check_answers(
     records: Sequence[RequestRecord],
     counts: TokenCounts | None,
@@ -122,27 +118,22 @@ def check_answers(
     check).
     """
     tolerance = 0 if asked is None else max(2, asked // 10)
-    unfinished = longer = longest = empty = 0
-    for i, record in enumerate(records):
-        if record.error_class == EMPTY_ANSWER:
-            empty += 1
-            continue
-        if record.error_class is not None:
-            continue
-        if record.response.finish_reason is None:
-            unfinished += 1
-        server = _server_tokens(record)
-        ours = int(counts.osl[i]) if counts is not None and counts.osl[i] >= 0 else None
-        tokens = server if server is not None else ours
-        if tokens is None:
-            continue
-        longest = max(longest, tokens)
-        if asked is None:
-            continue
-        if (server is not None and server > asked) or (
-            server is None and tokens > asked + tolerance
-        ):
-            longer += 1
+    columns = as_columns(records)
+    classes, _ = columns.codes("error_class")
+    empty_code = columns.code_of(EMPTY_ANSWER)
+    empty = 0 if empty_code is None else int(np.count_nonzero(classes == empty_code))
+    ok = columns.ok
+    unfinished = int(np.count_nonzero(ok & (columns.column("finish_reason") < 0)))
+    server = columns.column("usage_completion_tokens")  # NONE: the endpoint gave none
+    by_server = server != NONE
+    ours = counts.osl if counts is not None else np.full(len(columns), -1, np.int64)
+    tokens = np.where(by_server, server, ours)
+    known = ok & (by_server | (ours >= 0))
+    longest = int(tokens[known].max()) if known.any() else 0
+    longer = 0
+    if asked is not None:
+        over = np.where(by_server, server > asked, tokens > asked + tolerance)
+        longer = int(np.count_nonzero(known & over))
     return AnswerChecks(
         asked=asked,
         unfinished=unfinished,

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..engine.record import RequestRecord
+from ..engine.record_columns import NONE, as_columns
 from ..wire.gaps import BUCKETS, RELATIVE_ERROR, bucket_midpoint
 from .series import PERCENTILES
 from .stats import Distribution, distribution
@@ -142,35 +143,39 @@ def latency_detail(
     """The detail of the records where ``measured`` (the point's tracked,
     completed ones: ``PointSeries.tracked_ok``) that were streamed and had
     a first token, as the official TTFT's."""
-    ttfot: list[int] = []
-    ttst: list[int] = []
-    gaps = []
-    content_later = without_content = responses = 0
-    for index in np.flatnonzero(measured).tolist():
-        record = records[index]
-        response = record.response
-        first = response.t_first
-        if first is None or response.events == 0:
-            continue
-        responses += 1
-        content = response.t_first_content
-        if content is None:
-            without_content += 1
-            content_later += 1
-        else:
-            content_later += content != first
-            ttfot.append(content - record.t_issue)
-        if response.t_second is not None:
-            ttst.append(response.t_second - first)
-        if response.gaps is not None:
-            gaps.append(response.gaps)
+    columns = as_columns(records)
+    t_first = columns.column("t_first")
+    chosen = measured & (t_first != NONE) & (columns.column("events") > 0)
+    responses = int(np.count_nonzero(chosen))
+    content = columns.column("t_first_content")
+    has_content = content != NONE
+    without_content = int(np.count_nonzero(chosen & ~has_content))
+    content_later = without_content + int(
+        np.count_nonzero(chosen & has_content & (content != t_first))
+    )
+    with_content = chosen & has_content
+    ttfot = content[with_content] - columns.column("t_issue")[with_content]
+    second = columns.column("t_second")
+    with_second = chosen & (second != NONE)
+    ttst = second[with_second] - t_first[with_second]
+    with_gaps = chosen & columns.flag("gaps")
+    gaps = None
+    if with_gaps.any():
+        gaps = _pooled(
+            count=int(columns.column("gaps_count")[with_gaps].sum(dtype=np.int64)),
+            zero=int(columns.column("gaps_zero")[with_gaps].sum(dtype=np.int64)),
+            total=int(columns.column("gaps_sum_ns")[with_gaps].sum()),
+            low=int(columns.column("gaps_min_ns")[with_gaps].min()),
+            high=int(columns.column("gaps_max_ns")[with_gaps].max()),
+            buckets=columns.gaps_buckets(with_gaps),
+        )
     return LatencyDetail(
         responses=responses,
         content_later=content_later,
         without_content=without_content,
-        ttfot=distribution(np.array(ttfot, np.int64)),
-        ttst=distribution(np.array(ttst, np.int64)),
-        itl=gap_distribution(gaps),
+        ttfot=distribution(ttfot),
+        ttst=distribution(ttst),
+        itl=gaps,
     )
 
 
@@ -179,18 +184,29 @@ def gap_distribution(gaps: Sequence[Any]) -> GapDistribution | None:
     without a gap)."""
     if not gaps:
         return None
-    count = sum(g.count for g in gaps)
-    total = sum(g.sum_ns for g in gaps)
-    low = min(g.min_ns for g in gaps)
-    high = max(g.max_ns for g in gaps)
-    pairs = np.frombuffer(b"".join(g.buckets for g in gaps), dtype="<u4").reshape(-1, 2)
+    return _pooled(
+        count=sum(g.count for g in gaps),
+        zero=sum(g.zero for g in gaps),
+        total=sum(g.sum_ns for g in gaps),
+        low=min(g.min_ns for g in gaps),
+        high=max(g.max_ns for g in gaps),
+        buckets=b"".join(g.buckets for g in gaps),
+    )
+
+
+def _pooled(
+    *, count: int, zero: int, total: int, low: int, high: int, buckets: bytes
+) -> GapDistribution:
+    """The pooled gaps from their exact totals and the histograms' buckets
+    joined (``(index, count)`` pairs, ``wire/gaps.py``)."""
+    pairs = np.frombuffer(buckets, dtype="<u4").reshape(-1, 2)
     histogram = np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=BUCKETS)
     percentiles = None
     if int(histogram.sum()) == count:
         percentiles = _percentiles(np.cumsum(histogram.astype(np.int64)), low, high)
     return GapDistribution(
         count=count,
-        zero=sum(g.zero for g in gaps),
+        zero=zero,
         total=total,
         min=low,
         max=high,

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..engine.record import RequestRecord
+from ..engine.record_columns import NONE, as_columns
 from .series import PERCENTILES  # the reference client's grid (reference-client.md §2.2)
 from .tokens import TokenCounts
 
@@ -216,6 +217,21 @@ def _sorted_counts(counter: Counter[str]) -> dict[str, int]:
     return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _code_counts(
+    codes: npt.NDArray[np.int64], names: Sequence[str], mask: npt.NDArray[np.bool_], none: str = ""
+) -> Counter[str]:
+    """How many records where ``mask`` have each code of a string column
+    (code -1, None, counted as ``none`` when given)."""
+    found: Counter[str] = Counter()
+    values, counts = np.unique(codes[mask], return_counts=True)
+    for code, count in zip(values.tolist(), counts.tolist(), strict=True):
+        if code >= 0:
+            found[names[code]] += count
+        elif none:
+            found[none] += count
+    return found
+
+
 def point_stats(
     records: Sequence[RequestRecord],
     counts: TokenCounts | None = None,
@@ -245,37 +261,24 @@ def point_stats(
         raise ValueError(
             f"token counts cover {len(counts.osl)} records, but {len(records)} were given"
         )
-    n = len(records)
-    t_issue = np.empty(n, np.int64)
-    t_first = np.empty(n, np.int64)
-    t_finish = np.empty(n, np.int64)  # t_done, else t_end (the completion)
-    ok = np.zeros(n, np.bool_)
-    streamed = np.zeros(n, np.bool_)
-    has_first = np.zeros(n, np.bool_)
-    errors: Counter[str] = Counter()
-    examples: dict[str, str] = {}
-    reasons: Counter[str] = Counter()
-    chunk_errors = 0
-    for i, record in enumerate(records):
-        summary = record.response
-        t_issue[i] = record.t_issue
-        first = summary.t_first
-        done = summary.t_done
-        t_first[i] = 0 if first is None else first
-        has_first[i] = first is not None
-        t_finish[i] = record.t_end if done is None else done
-        streamed[i] = summary.events > 0
-        ok[i] = record.error_class is None
+    columns = as_columns(records)
+    n = len(columns)
+    t_issue = columns.column("t_issue")
+    t_first = columns.column("t_first")
+    has_first = t_first != NONE
+    t_first[~has_first] = 0
+    t_finish = columns.t_finish()  # t_done, else t_end (the completion)
+    ok = columns.ok
+    streamed = columns.column("events") > 0
     tracked = np.ones(n, np.bool_) if tracking_start_ns is None else t_issue >= tracking_start_ns
-    for index in np.flatnonzero(tracked).tolist():
-        record = records[index]
-        chunk_errors += record.response.chunk_errors
-        if record.error_class is None:
-            reason = record.response.finish_reason
-            reasons[reason if reason is not None else "none"] += 1
-        else:
-            errors[record.error_class] += 1
-            examples.setdefault(record.error_class, record.error_message or "")
+    chunk_errors = int(columns.column("chunk_errors")[tracked].sum(dtype=np.int64))
+    reasons = _code_counts(*columns.codes("finish_reason"), tracked & ok, none="none")
+    classes, class_names = columns.codes("error_class")
+    errors = _code_counts(classes, class_names, tracked & ~ok)
+    examples: dict[str, str] = {}
+    for name in errors:  # the first tracked message of each class
+        first = int(np.flatnonzero(tracked & (classes == columns.code_of(name)))[0])
+        examples[name] = columns.error_message(first) or ""
 
     done_ok = tracked & ok
     ttft_mask = done_ok & streamed & has_first

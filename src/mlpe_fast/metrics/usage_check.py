@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..engine.record import RequestRecord
+from ..engine.record_columns import NONE, as_columns
 from .tokens import TokenCounts
 
 __all__ = ("usage_cross_check",)
@@ -32,24 +35,17 @@ def usage_cross_check(records: Sequence[RequestRecord], counts: TokenCounts) -> 
     responses whose ``usage`` had integer counts; relative differences are
     ``(server - client) / client`` (None when client counts are 0).
     Uncounted responses (count -1) are left out."""
-    n = 0
-    server_out = client_out = server_in = client_in = 0
+    columns = as_columns(records)
+    completion = columns.column("usage_completion_tokens")
+    prompt = columns.column("usage_prompt_tokens")
     osl, isl = counts.osl, counts.isl
-    for i, record in enumerate(records):
-        usage = record.response.usage
-        if record.error_class is not None or not usage:
-            continue
-        completion = usage.get("completion_tokens")
-        prompt = usage.get("prompt_tokens")
-        if not isinstance(completion, int) or not isinstance(prompt, int):
-            continue
-        if osl[i] < 0 or isl[i] < 0:
-            continue
-        n += 1
-        server_out += completion
-        client_out += int(osl[i])
-        server_in += prompt
-        client_in += int(isl[i])
+    # completed, with integer counts from the endpoint and from us
+    kept = columns.ok & (completion != NONE) & (prompt != NONE) & (osl >= 0) & (isl >= 0)
+    n = int(np.count_nonzero(kept))
+    server_out = int(completion[kept].sum())
+    client_out = int(osl[kept].sum())
+    server_in = int(prompt[kept].sum())
+    client_in = int(isl[kept].sum())
     return {
         "responses": n,
         "server_output_tokens": server_out,

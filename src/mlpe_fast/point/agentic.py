@@ -10,6 +10,7 @@ from ..accuracy.agentic_inline import InlineTurn, inline_entry, score_inline
 from ..artifacts.events import SESSION_STOP_PERFORMANCE_TRACKING, PromptData
 from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
+from ..engine.record_columns import RecordColumns
 from ..load.agentic import AgenticBodies, AgenticDataset
 from ..load.agentic_scheduler import ABORTED, AgenticPhase, TurnIssued, run_agentic
 from .measured import Measured
@@ -46,7 +47,8 @@ class AgenticPerformance:
         template_kwargs = config.generation.chat_template_kwargs
         tracked: list[bool] = []
         inline: list[InlineTurn] = []
-        measured = Measured(tracked=tracked)
+        # Whole records: the inline accuracy and the turns read the answers.
+        measured = Measured(RecordColumns(keep_whole=True), tracked=tracked)
 
         def on_record(record: RequestRecord, turned: TurnIssued) -> None:
             measured.records.append(record)

@@ -24,6 +24,7 @@ from ..artifacts.summary import final_snapshot, report_text, result_summary, war
 from ..config import RunConfig
 from ..engine.audit import Audit, ClientTotals, audit_records
 from ..engine.record import RequestRecord
+from ..engine.record_columns import NONE, RecordColumns, as_columns
 from ..engine.replicas import endpoint_shares
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
@@ -54,7 +55,7 @@ class PointFigures(msgspec.Struct, frozen=True, kw_only=True):
 
     state: str
     failure: str | None
-    measured: list[RequestRecord]
+    measured: Sequence[RequestRecord]
     stats: PointStats
     audit: Audit
     answers: AnswerChecks
@@ -89,7 +90,7 @@ def point_figures(
     point (None: not asked for), summed up beside the client's figures and
     their cost in the self-audit.
     """
-    records = measured.records
+    records = as_columns(measured.records)
     run = measured.engines
     if run is not None:
         client = client.plus(*(t.client for t in run.totals if t is not None))
@@ -171,13 +172,14 @@ def point_figures(
     )
 
 
-def _in_window(measured: Measured, counts: TokenCounts) -> tuple[list[RequestRecord], TokenCounts]:
+def _in_window(measured: Measured, counts: TokenCounts) -> tuple[RecordColumns, TokenCounts]:
     """The records the figures are of, and their counts: an agentic run's
     turns issued inside its window (``docs/agentic.md`` §2.5); else all."""
+    records = as_columns(measured.records)
     if measured.tracked is None:
-        return measured.records, counts
-    kept = [r for r, tracked in zip(measured.records, measured.tracked, strict=True) if tracked]
-    return kept, counts.subset(np.asarray(measured.tracked, dtype=np.bool_))
+        return records, counts
+    window = np.asarray(measured.tracked, dtype=np.bool_)
+    return records.subset(window), counts.subset(window)
 
 
 def _texts(
@@ -296,7 +298,7 @@ def _audit(measured: Measured, client: ClientTotals) -> Audit:
 
 
 def steady_state(
-    records: list[RequestRecord],
+    records: Sequence[RequestRecord],
     stats: PointStats,
     counts: TokenCounts,
     dataset_size: int,
@@ -306,20 +308,23 @@ def steady_state(
     (the ``point.yaml`` block of a submission), the summary and the report:
     its queries in issue order, with the TTFT and TPOT samples the metrics
     use."""
-    per_record_tpot = stats.raw.tpot_per_record
-    order = sorted(range(len(records)), key=lambda i: records[i].t_issue)
-    t_issue, t_done, ttft, tpot, osl = [], [], [], [], []
-    for i in order:
-        record = records[i]
-        first, done = record.response.t_first, record.response.t_done
-        finish = record.t_end if done is None else done
-        ok = record.error_class is None
-        t_issue.append(record.t_issue)
-        t_done.append(finish if ok else None)
-        ttft.append(None if not ok or first is None else first - record.t_issue)
-        tpot.append(float(per_record_tpot[i]))  # NaN: no TPOT sample
-        osl.append(int(counts.osl[i]) if ok and counts.osl[i] >= 0 else None)
-    queries = PointQueries.from_columns(t_issue, t_done, ttft, tpot, osl)
+    columns = as_columns(records)
+    t_issue = columns.column("t_issue")
+    order = np.argsort(t_issue, kind="stable")
+    ok = columns.ok[order]
+    t_first = columns.column("t_first")[order]
+    t_issue = t_issue[order]
+    ttft = np.where(ok & (t_first != NONE), t_first - t_issue, np.nan)
+    tpot = np.array(stats.raw.tpot_per_record, np.float64)[order]  # NaN: no TPOT sample
+    tpot[~(np.isfinite(tpot) & (tpot > 0))] = np.nan
+    osl = np.asarray(counts.osl, np.int64)[order]
+    queries = PointQueries(
+        t_issue_ns=t_issue,
+        t_done_ns=np.where(ok, columns.t_finish()[order], -1),
+        ttft_ns=ttft.astype(np.float64),
+        tpot_ns=tpot,
+        osl=np.where(ok & (osl >= 0), osl, -1),
+    )
     return detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
 
 
@@ -402,7 +407,7 @@ def _run_config(config: RunConfig) -> dict[str, Any]:
 
 
 def _own_keys(
-    records: list[RequestRecord],
+    records: Sequence[RequestRecord],
     counts: TokenCounts,
     stats: PointStats,
     audit: Audit,

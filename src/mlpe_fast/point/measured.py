@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from ..engine.record import RequestRecord
+from ..engine.record_columns import RecordColumns
 from ..scale.driver import EngineRun
 
 __all__ = ("Measured",)
@@ -17,6 +17,8 @@ __all__ = ("Measured",)
 class Measured(msgspec.Struct):
     """A performance phase's outcome.
 
+    ``records``: every measured record, as compact columns (issue 23; an
+    agentic run's kept whole as well: its answers are read again);
     ``tracking_start``: the performance-tracking start (spec §1.4), on the
     monotonic clock of the records; ``tracking_started_at``: the same
     instant on the wall clock, in ns since the Unix epoch (the summary's
@@ -29,7 +31,7 @@ class Measured(msgspec.Struct):
     its entry in ``accuracy_results.json``.
     """
 
-    records: list[RequestRecord] = msgspec.field(default_factory=list)
+    records: RecordColumns = msgspec.field(default_factory=RecordColumns)
     tracking_start: int = 0
     lags: array[int] = msgspec.field(default_factory=lambda: array("q"))
     cpu_ns: int = 0

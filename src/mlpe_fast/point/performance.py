@@ -28,6 +28,7 @@ from ..config import RunConfig
 from ..engine.audit import LoopLagProbe
 from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
+from ..engine.record_columns import as_columns
 from ..errors import SetupError
 from ..load.dataset import Dataset
 from ..load.requests import Prompt, RequestFeed, TokenPrompt
@@ -96,8 +97,9 @@ class LocalPerformance:
             def on_record(record: RequestRecord) -> None:
                 prompt = prompts.pop(record.sample_id, None)
                 count_and_log(record, prompt, config, point.counter, events)
-                # Counted and logged: the figures need no text (issue 23).
-                records.append(record.without_texts())
+                # Counted and logged: the figures need no text, and a row of
+                # columns is what is kept (issue 23).
+                records.append(record)
                 if bar is not None:
                     bar.update(phase.completed + phase.failed, phase.failed, phase.issued)
 
@@ -174,7 +176,7 @@ class EnginesPerformance:
             # The wall clock of the engines' start, read back from the monotonic clock.
             started_at = time.time_ns() - (monotonic_ns() - run.t0_ns)
             return Measured(
-                run.records,
+                as_columns(run.records),
                 run.t0_ns,
                 lags,
                 cpu_ns,

@@ -41,7 +41,7 @@ class PointResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     config: RunConfig
     endpoints: tuple[str, ...]
-    records: list[RequestRecord]
+    records: Sequence[RequestRecord]
     stats: PointStats
     audit: Audit
     table: str

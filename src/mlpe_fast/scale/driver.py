@@ -27,17 +27,19 @@ import asyncio
 import contextlib
 import os
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from ..artifacts.summary import write_json
 from ..config import RunConfig
 from ..engine.audit import Audit
 from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
+from ..engine.record_columns import RecordColumns, as_columns
 from ..errors import MlpeError
 from ..load.dataset import Dataset
 from ..load.requests import IssuedPrompts, Prompt, shuffled_order
@@ -101,7 +103,7 @@ class EngineRun(msgspec.Struct):
 
     t0_ns: int
     concurrency: tuple[int, ...]
-    records: list[RequestRecord]
+    records: Sequence[RequestRecord]
     engine_of: array[int]
     keys: array[int]
     totals: list[EngineTotals | None]
@@ -115,22 +117,23 @@ class EngineRun(msgspec.Struct):
 
     def first_issues(self) -> list[int | None]:
         """Each engine's first issue stamp (None: it issued nothing)."""
-        first: list[int | None] = [None] * len(self.concurrency)
-        for record, engine in zip(self.records, self.engine_of, strict=True):
-            seen = first[engine]
-            if seen is None or record.t_issue < seen:
-                first[engine] = record.t_issue
-        return first
+        t_issue = as_columns(self.records).column("t_issue")
+        engine_of = np.array(self.engine_of, dtype=np.int64)
+        return [
+            int(t_issue[mine].min()) if (mine := engine_of == e).any() else None
+            for e in range(len(self.concurrency))
+        ]
 
     def concurrency_held(self) -> list[float]:
         """Each engine's mean number of requests in flight from ``t0`` to the
         point's last completion (Little's law: the time its requests were in
         flight, summed, over that span); its share if it held it."""
-        held = [0] * len(self.concurrency)
-        end = self.t0_ns
-        for record, engine in zip(self.records, self.engine_of, strict=True):
-            held[engine] += record.t_end - record.t_issue
-            end = max(end, record.t_end)
+        columns = as_columns(self.records)
+        t_end = columns.column("t_end")
+        in_flight = t_end - columns.column("t_issue")
+        engine_of = np.array(self.engine_of, dtype=np.int64)
+        held = [int(in_flight[engine_of == e].sum()) for e in range(len(self.concurrency))]
+        end = max(self.t0_ns, int(t_end.max())) if len(t_end) else self.t0_ns
         span = end - self.t0_ns
         return [h / span if span > 0 else 0.0 for h in held]
 
@@ -317,7 +320,7 @@ def _stopped_before_start(
     return EngineRun(
         t0_ns=t0,
         concurrency=shares,
-        records=[],
+        records=RecordColumns(),
         engine_of=array("q"),
         keys=array("q"),
         totals=group.totals,
@@ -356,7 +359,9 @@ class EngineGroup:
         self._book = book
         self._loop = asyncio.get_running_loop()
         self.pids: list[int] = [0] * len(setups)
-        self.records: list[RequestRecord] = []
+        # Compact columns (issue 23): the texts were counted and logged by
+        # the handler of each batch (point/performance.py).
+        self.records = RecordColumns()
         self.engine_of = array("q")
         self.keys = array("q")
         self.totals: list[EngineTotals | None] = [None] * len(setups)

@@ -1,0 +1,227 @@
+"""A point's records as compact columns (``engine/record_columns.py``, issue
+23): every record built back equal to the record without its texts, the
+side tables bounded, and the columns a few hundred bytes a record."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+
+import msgspec
+import numpy as np
+import pytest
+
+from mlpe_fast.engine.record import RequestRecord
+from mlpe_fast.engine.record_columns import (
+    CHUNK_ERRORS_KEPT,
+    DROPPED_MESSAGE,
+    MESSAGES_PER_CLASS,
+    NONE,
+    RecordColumns,
+    as_columns,
+)
+from mlpe_fast.metrics.stats import point_stats
+from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps, ToolCall
+
+
+def _record(i: int, **changes: object) -> RequestRecord:
+    """A streamed answer with every field set, texts included; ``changes``
+    replace the record's fields and, under ``response_*``, the response's."""
+    response = msgspec.structs.replace(
+        NO_RESPONSE,
+        status=200,
+        t_head=1_000 + i,
+        t_first=2_000 + i,
+        t_done=9_000 + i,
+        content="hello world" * 3,
+        reasoning="think",
+        tool_calls=(ToolCall(0, "id", "function", "f", "{}"),),
+        content_after_first="world",
+        reasoning_after_first="k",
+        tool_calls_after_first=(ToolCall(0, "id", "function", "", "}"),),
+        finish_reason="stop",
+        usage={"prompt_tokens": 7, "completion_tokens": 5 + i, "total_tokens": 12 + i},
+        events=6,
+        content_events=5,
+        events_after_done=1,
+        done=True,
+        complete=True,
+        keep_alive=True,
+        t_first_content=2_500 + i,
+        t_second=3_000 + i,
+        gaps=TokenGaps(4, 1, 7_000, 0, 3_000, bytes(range(16))),
+    )
+    fields = {k: v for k, v in changes.items() if not k.startswith("response_")}
+    response = msgspec.structs.replace(
+        response, **{k[9:]: v for k, v in changes.items() if k.startswith("response_")}
+    )
+    record = RequestRecord(
+        sample_index=i,
+        sample_id=f"{'ab' * 8}{i:016x}",
+        t_sched=100 + i,
+        t_issue=500 + i,
+        t_end=9_500 + i,
+        response=response,
+        retries=1,
+        connect_ns=40,
+        t_first_read=2_100 + i,
+        t_done_read=9_100 + i,
+        kernel_stamps=True,
+        endpoint=i % 3,
+    )
+    return msgspec.structs.replace(record, **fields)
+
+
+def _variety() -> list[RequestRecord]:
+    """Records of every shape a point keeps."""
+    return [
+        _record(0),
+        _record(1, sample_id="not-a-hex-id", kernel_stamps=False, t_first_read=None),
+        _record(2, sample_id="AB" * 16),  # upper-case hex: kept as itself
+        _record(
+            3,
+            error_class="HTTPStatusError",
+            error_message="HTTP 400: too long",
+            response_status=400,
+            response_error_code=7,
+            response_error_message="status 400",
+            response_t_first=None,
+            response_t_done=None,
+            response_complete=False,
+            response_gaps=None,
+            response_usage=None,
+            response_finish_reason=None,
+        ),
+        _record(
+            4,
+            response_usage={"prompt_tokens": 3, "details": {"reasoning_tokens": 2}, "x": None},
+            response_chunk_errors=2,
+            response_first_chunk_error=ChunkError(402, "$.choices", b"{}", 2_200),
+            response_chunk_times=(1, 2, 3),
+            response_finish_reason="length",
+        ),
+        _record(5, response_usage={}, response_gaps=TokenGaps(0, 0, 0, 0, 0, b"")),
+        _record(6, response_usage={"completion_tokens": True, "prompt_tokens": 2**70}),
+        _record(7, response_events=0, response_t_second=None, response_t_first_content=None),
+    ]
+
+
+def test_every_record_comes_back_as_it_was_without_its_texts() -> None:
+    records = _variety()
+    columns = RecordColumns(records)
+    assert len(columns) == len(records)
+    for i, record in enumerate(records):
+        assert columns[i] == record.without_texts(), i
+        assert columns[i - len(records)] == columns[i]
+    assert list(columns) == [r.without_texts() for r in records]
+    assert columns[1:3] == [r.without_texts() for r in records[1:3]]
+    with pytest.raises(IndexError):
+        columns[len(records)]
+
+
+def test_where_a_first_token_stamp_came_from_is_kept() -> None:
+    # segment stamps (the capture's verdict) and, over HTTP/2, the bytes the
+    # first token's read carried past its frame: the audit reads both
+    record = _record(0, segment_stamp=1, first_read_later_bytes=4_096)
+    columns = RecordColumns([record, _record(1)])
+    assert columns[0] == record.without_texts()
+    assert columns.column("segment_stamp").tolist() == [1, 0]
+    assert columns.column("first_read_later_bytes").tolist() == [4_096, 0]
+
+
+def test_columns_hold_the_stamps_codes_and_official_counts() -> None:
+    records = _variety()
+    columns = RecordColumns(records)
+    t_first = columns.column("t_first")
+    assert t_first[3] == NONE and t_first[0] == 2_000
+    assert columns.ok.tolist() == [r.ok for r in records]
+    assert columns.t_finish().tolist() == [
+        r.t_end if r.response.t_done is None else r.response.t_done for r in records
+    ]
+    assert columns.flag("kernel_stamps").tolist() == [r.kernel_stamps for r in records]
+    assert columns.flag("gaps").tolist() == [r.response.gaps is not None for r in records]
+    # the official counts: ints only (not a bool, nor one past int64)
+    completion = columns.column("usage_completion_tokens").tolist()
+    assert completion == [5, 6, 7, NONE, NONE, NONE, NONE, 12]
+    assert columns.column("usage_prompt_tokens").tolist()[4:7] == [3, NONE, NONE]
+    codes, names = columns.codes("finish_reason")
+    assert [None if c < 0 else names[c] for c in codes] == [
+        r.response.finish_reason for r in records
+    ]
+    assert columns.gaps_buckets(np.array([True] + [False] * 7)) == bytes(range(16))
+
+
+def test_an_error_class_keeps_its_first_messages_and_counts_the_rest() -> None:
+    records = [
+        _record(i, error_class="IncompleteResponse", error_message=f"reset, request {i}")
+        for i in range(MESSAGES_PER_CLASS + 10)
+    ]
+    records.append(_record(99, error_class="IncompleteResponse", error_message="reset, request 0"))
+    records.append(_record(98, error_class="ConnectError", error_message="refused"))
+    columns = RecordColumns(records)
+    messages = [columns[i].error_message for i in range(len(records))]
+    assert messages[:MESSAGES_PER_CLASS] == [f"reset, request {i}" for i in range(16)]
+    assert messages[MESSAGES_PER_CLASS:-2] == [DROPPED_MESSAGE] * 10
+    assert messages[-2:] == ["reset, request 0", "refused"]  # known, and another class
+    assert columns.messages_dropped == 10
+    stats = point_stats(columns)
+    assert stats.errors == {"IncompleteResponse": MESSAGES_PER_CLASS + 11, "ConnectError": 1}
+    assert stats.error_examples == {
+        "IncompleteResponse": "reset, request 0",
+        "ConnectError": "refused",
+    }
+
+
+def test_first_chunk_errors_are_kept_up_to_their_bound() -> None:
+    error = ChunkError(402, "$.choices", b"{}", 2_200)
+    columns = RecordColumns(
+        _record(i, response_first_chunk_error=error) for i in range(CHUNK_ERRORS_KEPT + 5)
+    )
+    kept = [columns[i].response.first_chunk_error for i in range(len(columns))]
+    assert kept == [error] * CHUNK_ERRORS_KEPT + [None] * 5
+
+
+def test_whole_records_when_asked() -> None:
+    records = _variety()
+    columns = RecordColumns(records, keep_whole=True)
+    assert list(columns) == records and columns[3] is records[3]
+    window = columns.subset([i % 2 == 0 for i in range(len(records))])
+    assert list(window) == records[::2]
+    assert as_columns(columns) is columns and list(as_columns(records)) == list(
+        RecordColumns(records)
+    )
+
+
+def test_statistics_from_the_columns_are_the_records_own() -> None:
+    """TTFT, latency, counts and finish reasons, each from the records'
+    own properties (``RequestRecord.ttft_ns``, ``latency_ns``)."""
+    records = _variety()
+    stats = point_stats(RecordColumns(records))
+    ok = [r for r in records if r.ok]
+    assert stats.raw.series["ttft_ns"].tolist() == [
+        r.ttft_ns for r in ok if r.response.events and r.ttft_ns is not None
+    ]
+    assert stats.raw.series["sample_latency_ns"].tolist() == [r.latency_ns for r in ok]
+    assert (stats.completed, stats.failed, stats.errors) == (7, 1, {"HTTPStatusError": 1})
+    assert stats.error_examples == {"HTTPStatusError": "HTTP 400: too long"}
+    assert stats.finish_reasons == {"stop": 6, "length": 1}
+    assert stats.chunk_errors == 2
+    assert stats.window_end_ns == max(
+        r.t_end if r.response.t_done is None else r.response.t_done for r in records
+    )
+
+
+def test_a_record_costs_a_few_hundred_bytes() -> None:
+    """tracemalloc's count of what 20,000 rows hold (a record as objects,
+    texts dropped, held ~1.3 KB: ``docs/performance.md``)."""
+    records = [_record(i).without_texts() for i in range(20_000)]
+    gc.collect()
+    tracemalloc.start()
+    try:
+        columns = RecordColumns(records)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(columns) == 20_000
+    assert held / 20_000 < 320, held / 20_000
