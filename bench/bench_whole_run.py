@@ -16,6 +16,13 @@ Python twin (the command run with the native counter's class taken away,
 as where it is not built).  Each case runs ``ROUNDS`` times, interleaved,
 and the median is reported.
 
+``test_whole_run_cpu_static``: the same command against nginx serving one
+prebuilt stream (``static_sse.py``: the first prose answer of the dataset,
+4 characters per event, as the oracle would send it), the server costing
+next to nothing and sending each answer in one ``sendfile``; the C counter
+only, run sizes 2,000 -> 14,000 requests (300 -> 2,100 for per event), and
+the load phase's CPU (the self-audit's ``cpu_s``) beside the whole run's.
+
 Run::
 
     PYTHONPATH=src pytest bench/bench_whole_run.py -o python_files='bench_*.py' -s
@@ -36,6 +43,7 @@ import pytest
 from mlpe_fast.demo import simulated_endpoint
 
 from .bench_tokens import TextMaker, prose_answers, train_bpe
+from .static_sse import nginx_endpoint, sse_body
 
 CONCURRENCY = 64
 ROUNDS = int(os.environ.get("MLPE_BENCH_WHOLE_RUN_ROUNDS", "3"))
@@ -78,13 +86,13 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def run_cpu(
-    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, counter: str
+    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, counter: str, *extra: str
 ) -> float:
     command = [
         sys.executable, "-c", WRAPPER, "run", "--endpoints", url, "--model", "mlpe-sim",
         "--dataset", str(dataset), "--tokenizer", str(tokenizer),
         "--concurrency", str(CONCURRENCY), "--num-samples", str(samples),
-        "--warmup-requests", "0", "--no-progress", "--report-dir", str(out),
+        "--warmup-requests", "0", "--no-progress", "--report-dir", str(out), *extra,
     ]  # fmt: skip
     env = {**os.environ, "MLPE_BENCH_COUNTER": counter}
     proc = subprocess.Popen(
@@ -137,3 +145,42 @@ def test_whole_run_cpu(setup: dict[str, Any], kind: str, shape: str) -> None:
         shown = " · ".join(f"{v * 1e6:.2f}" for v in values)
         print(f"  {name:5} median {medians[name] * 1e6:8.2f} us (rounds {shown})")
     print(f"  twin / C: {medians['twin'] / medians['C']:.2f}x")
+
+
+STATIC_SHAPES = {"per request": (64, 2_000, 14_000), "per event": (512, 300, 2_100)}
+
+
+def load_phase_cpu(out: Path) -> float:
+    summary = json.loads((out / "performance" / "result_summary.json").read_text())
+    cpu: float = summary["mlpe_fast"]["self_audit"]["cpu_s"]
+    return cpu
+
+
+@pytest.mark.parametrize("shape", list(STATIC_SHAPES))
+def test_whole_run_cpu_static(setup: dict[str, Any], shape: str) -> None:
+    events, small, large = STATIC_SHAPES[shape]
+    root: Path = setup["root"]
+    dataset = root / f"prose_{events}.jsonl"
+    write_dataset(dataset, "prose", events)
+    text = json.loads(dataset.read_text().splitlines()[0])["ground_truth"]
+    contents = [text[i : i + TOKEN_CHARS] for i in range(0, len(text), TOKEN_CHARS)]
+    assert len(contents) == events
+    served = root / f"nginx_{events}"
+    served.mkdir()
+    whole: list[float] = []
+    load: list[float] = []
+    per = (large - small) * (1 if shape == "per request" else events)
+    with nginx_endpoint(served, sse_body(events, "mlpe-sim", contents)) as (url, _):
+        for round_ in range(ROUNDS):
+            outs = [root / f"static{events}r{round_}n{n}" for n in (small, large)]
+            cpu = [
+                run_cpu(url, dataset, setup["tokenizer"], n, out, "C", "--server-metrics", "off")
+                for n, out in zip((small, large), outs, strict=True)
+            ]
+            whole.append((cpu[1] - cpu[0]) / per)
+            load.append((load_phase_cpu(outs[1]) - load_phase_cpu(outs[0])) / per)
+    unit = "request" if shape == "per request" else "event"
+    print(f"\nwhole-run CPU per {unit}, nginx, prose, {events}-event answers, c={CONCURRENCY}:")
+    for name, values in (("whole run", whole), ("load phase", load)):
+        shown = " · ".join(f"{v * 1e6:.2f}" for v in values)
+        print(f"  {name:10} median {statistics.median(values) * 1e6:8.2f} us (rounds {shown})")

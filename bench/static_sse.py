@@ -21,7 +21,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -31,9 +31,10 @@ from mlpe_fast.demo import stop_process
 __all__ = ("nginx_binary", "nginx_endpoint", "sse_body")
 
 
-def sse_body(events: int, model: str) -> bytes:
+def sse_body(events: int, model: str, contents: Sequence[str] | None = None) -> bytes:
     """An OpenAI chat-completion stream: a role chunk, ``events`` one-
-    character content chunks, a ``finish_reason`` chunk, ``[DONE]``."""
+    character content chunks (or the given ``contents``, one chunk each), a
+    ``finish_reason`` chunk, ``[DONE]``."""
 
     def chunk(delta: dict[str, str], finish: str | None = None) -> bytes:
         data = {
@@ -46,7 +47,9 @@ def sse_body(events: int, model: str) -> bytes:
         return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
     pieces = [chunk({"role": "assistant", "content": ""})]
-    pieces += [chunk({"content": "abcdefghijklmnopqrstuvwxyz"[i % 26]}) for i in range(events)]
+    if contents is None:
+        contents = ["abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(events)]
+    pieces += [chunk({"content": text}) for text in contents]
     pieces.append(chunk({}, "stop"))
     pieces.append(b"data: [DONE]\n\n")
     return b"".join(pieces)

@@ -9,6 +9,7 @@ JSONLWriter does) produce for the same events; the topics are the
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -464,3 +465,70 @@ def test_a_flush_writes_every_byte_even_in_short_writes(tmp_path: Path) -> None:
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
     assert len(lines) - 1 == 1 + 2 * 21
     writer.close()
+
+
+def test_in_order_lines_are_written_once(tmp_path: Path) -> None:
+    # Every record issued after the last session line is where the final file
+    # wants it: the live file is kept as it is, no side file even past
+    # spill_bytes, not rewritten (issue 23: lines were written three times).
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=True, spill_bytes=1)
+    writer.session(SESSION_STARTED, 10)
+    writer.session(SESSION_START_PERFORMANCE_TRACKING, 20)
+    for i in range(50):
+        writer.record(record(f"{i:032x}", i, 30 + i, 100 + i, t_first=90, t_done=99), "p")
+    writer.session(SESSION_STOP_PERFORMANCE_TRACKING, 200)
+    writer.session(SESSION_ENDED, 210)
+    inode = path.stat().st_ino
+    assert not list(tmp_path.glob("events.jsonl.*"))
+    writer.close()
+    assert path.stat().st_ino == inode  # the live file itself
+    kept = tmp_path / "kept.jsonl"
+    reference = EventsWriter(kept, streaming=True, live=False)
+    reference.session(SESSION_STARTED, 10)
+    reference.session(SESSION_START_PERFORMANCE_TRACKING, 20)
+    for i in range(50):
+        reference.record(record(f"{i:032x}", i, 30 + i, 100 + i, t_first=90, t_done=99), "p")
+    reference.session(SESSION_STOP_PERFORMANCE_TRACKING, 200)
+    reference.session(SESSION_ENDED, 210)
+    reference.close()
+    assert path.read_bytes() == kept.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["events.jsonl", "kept.jsonl"]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_late_records_are_moved_back_as_when_every_line_is_kept(tmp_path: Path, seed: int) -> None:
+    # The live file rebuilt with its late records moved back must equal the
+    # file written from every kept line (live=False), spilled or not, with
+    # late records at the start and end of segments, several per segment.
+    rng = random.Random(seed)
+    spill = rng.choice([1, 300, 64 << 20])
+    writers = [
+        EventsWriter(tmp_path / "live.jsonl", streaming=True, spill_bytes=spill),
+        EventsWriter(tmp_path / "kept.jsonl", streaming=True, live=False),
+    ]
+    topics = [SESSION_STARTED, SESSION_START_PERFORMANCE_TRACKING,
+              SESSION_STOP_PERFORMANCE_TRACKING, SESSION_ENDED]  # fmt: skip
+    now, sessions = 100, 0
+    for i in range(rng.randint(5, 60)):
+        now += rng.randint(1, 20)
+        if sessions < len(topics) and rng.random() < 0.1:
+            for w in writers:
+                w.session(topics[sessions], now)
+            sessions += 1
+            continue
+        issued = now - rng.choice([0, 0, 1, rng.randint(0, now - 1)])
+        done = max(issued, now)
+        error = rng.random() < 0.05
+        flush = rng.random() < 0.3
+        for w in writers:
+            if error:  # placed by its stamp, as a record by its t_issue
+                w.error(ERROR_LOADGEN, "RuntimeError", "fell behind", timestamp_ns=issued)
+            w.record(record(f"{i:032x}", i, issued, done, t_first=done, t_done=done,
+                            content="x" * i))  # fmt: skip
+            if flush:
+                w.flush()
+    for w in writers:
+        w.close()
+    assert (tmp_path / "live.jsonl").read_bytes() == (tmp_path / "kept.jsonl").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.jsonl", "live.jsonl"]

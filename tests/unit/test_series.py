@@ -363,3 +363,56 @@ def test_an_overflowing_float_sum_is_written_as_null() -> None:
     assert stat["total"] is None and stat["sum_sq"] is None
     assert stat["max"] == 1e307
     json.dumps(stat, allow_nan=False)
+
+
+def _textbook_continued_fraction(a: float, b: float, x: float) -> float:
+    """NR 3rd ed. §6.4 ``betacf`` as printed: a clamp call at every factor."""
+
+    def clamp(value: float) -> float:
+        return 1e-300 if abs(value) < 1e-300 else value
+
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 / clamp(1.0 - qab * x / qap)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 / clamp(1.0 + aa * d)
+        c = clamp(1.0 + aa / c)
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 / clamp(1.0 + aa * d)
+        c = clamp(1.0 + aa / c)
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 3e-16:
+            break
+    return h
+
+
+def test_continued_fraction_is_the_textbook_one_to_the_last_bit() -> None:
+    # The clamp is inlined for speed (issue 23); every double must stay the
+    # reference's, including near the clamp (x where 1 - (a+b)x/(a+1) is 0).
+    cases = [(h, t + 1.0, q) for h in (1.0, 11.0, 459.0, 661.0, 6636.0, 99_073.0)
+             for t in (0.0, 1.0, 77.0, 940.0) for q in (0.5, 0.9, 0.99, 0.999)]  # fmt: skip
+    cases += [(3.0, 1.0, 1.0), (2.0, 2.0, 0.75), (1.0, 1.0, 1.0)]
+    for a, b, x in cases:
+        assert early_stopping._beta_continued_fraction(a, b, x) == _textbook_continued_fraction(
+            a, b, x
+        ), (a, b, x)
+
+
+def test_remembered_searches_answer_as_fresh_ones() -> None:
+    pairs = [(n, q) for n in (700, 8_000, 20_000) for q in (0.5, 0.9, 0.99)]
+    early_stopping._min_passing.cache_clear()
+    warm = {pair: early_stopping.over_latency_budget(*pair) for pair in pairs + pairs}
+    assert early_stopping._min_passing.cache_info().hits > 0
+    fresh = {}
+    for pair in reversed(pairs):
+        early_stopping._min_passing.cache_clear()
+        fresh[pair] = early_stopping.over_latency_budget(*pair)
+    assert fresh == warm
+    # a domain error is raised every time, before the remembered answers
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            early_stopping.min_passing(1, 1.0)

@@ -44,17 +44,23 @@ lines, to a separate log (``warmup_events.jsonl``: spec §2.4 wants warmup
 logs retained) and leaves them out of ``sample_idx_map.json``.
 
 Lines are made when a query's record arrives (one msgspec ``encode_lines``
-call per record) and written twice.  At once, in the order they are made,
-to the file itself (``live``): :meth:`EventsWriter.flush`, which the runner
-calls every second, pushes them to the operating system, so a crash or a
-kill loses at most the last second of records.  And kept in order, in
-memory and past ``spill_bytes`` in side files, for :meth:`EventsWriter.close`,
-which replaces the file with the final one: a record's lines are placed by
-``t_issue`` between the session events, so a query issued inside the
-performance window is inside it in the file even when it completes after
-``stop_performance_tracking`` (consumers such as the reference's
-``scripts/early_stopping_estimate_from_events.py`` take the window from
-line order).
+call per record) and written at once, in the order they are made, to the
+file itself (``live``): :meth:`EventsWriter.flush`, which the runner calls
+every second, pushes them to the operating system, so a crash or a kill
+loses at most the last second of records.  The final file places a
+record's lines by ``t_issue`` between the session events, so a query issued
+inside the performance window is inside it in the file even when it
+completes after ``stop_performance_tracking`` (consumers such as the
+reference's ``scripts/early_stopping_estimate_from_events.py`` take the
+window from line order).  A record that arrives in order (issued after the
+last session line) is already where the final file wants it, so it is
+written once, to the live file only; a *late* one (issued before the last
+session line) is also kept, in memory and past ``spill_bytes`` in side
+files, and :meth:`EventsWriter.close` rebuilds the file from the live one,
+each late record moved back into its segment.  A run with no late record
+(every record finished before the next session line) keeps the live file
+as it is: its lines were written once, not also to memory, side files and
+a second file (issue 23).  Without ``live``, every line is kept.
 """
 
 from __future__ import annotations
@@ -345,11 +351,13 @@ class EventsWriter:
         recv_non_first: also write a ``sample.recv_non_first`` line per
             later content event (needs ``chunk_times`` in the records; the
             reference does this with ``stream_all_chunks``).
-        spill_bytes: memory kept before lines go to side files (4 MiB: the
-            lines of a few thousand queries; the memory of a run does not
-            grow with its length, issue 23).
-        live: write each line to ``path`` as it is made as well (see the
-            module doc); ``close`` then replaces the file with the ordered one.
+        spill_bytes: memory kept before kept lines go to side files (4 MiB:
+            the lines of a few thousand queries; the memory of a run does
+            not grow with its length, issue 23).  With ``live`` only late
+            records' lines are kept (module doc).
+        live: write each line to ``path`` as it is made (see the module
+            doc); ``close`` keeps that file when no record came late, and
+            otherwise replaces it with the ordered one.
 
     Use::
 
@@ -390,6 +398,11 @@ class EventsWriter:
         # line, which readers drop (iter_events' cut_tail).
         self._live: IO[bytes] | None = None
         self._live_lines: list[bytes] = []
+        # Byte spans of the live file (as it will be once flushed): each
+        # session line's, and each late record's, which close() moves.
+        self._live_size = 0
+        self._session_spans: list[tuple[int, int]] = []
+        self._late_spans: list[tuple[int, int]] = []
         if live:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._live = self.path.open("wb", buffering=0)
@@ -414,6 +427,8 @@ class EventsWriter:
         self._session_lines.append(line)
         if self._live is not None:
             self._live_lines.append(line)
+            self._session_spans.append((self._live_size, self._live_size + len(line)))
+            self._live_size += len(line)
         self._bounds.append(t)
         self._segments.append(_Segment())
 
@@ -541,13 +556,16 @@ class EventsWriter:
     def _place(self, t: int, data: bytes) -> None:
         self._check_open()
         bounds = self._bounds
-        if not bounds or t >= bounds[-1]:
-            segment = self._segments[-1]
-        else:
-            segment = self._segments[bisect.bisect_right(bounds, t)]
-        segment.chunks.append(data)
+        in_order = not bounds or t >= bounds[-1]
         if self._live is not None:
+            start = self._live_size
             self._live_lines.append(data)
+            self._live_size = start + len(data)
+            if in_order:  # where the final file wants it: written once (module doc)
+                return
+            self._late_spans.append((start, self._live_size))
+        segment = self._segments[-1 if in_order else bisect.bisect_right(bounds, t)]
+        segment.chunks.append(data)
         self._buffered += len(data)
         if self._buffered > self.spill_bytes:
             self._spill()
@@ -569,7 +587,11 @@ class EventsWriter:
 
     def flush(self) -> None:
         """Hands the lines written so far to the operating system (``live``)."""
-        if self._live is not None and self._live_lines and not self._closed:
+        if not self._closed:
+            self._flush_live()
+
+    def _flush_live(self) -> None:
+        if self._live is not None and self._live_lines:
             # An unbuffered write may take only part of the bytes (a signal,
             # a full disk): what is left goes in the next write, so that a
             # line is never left half written by a flush that returned.
@@ -589,27 +611,31 @@ class EventsWriter:
         if self._closed:
             return
         self._closed = True
-        if self._live is not None:
-            self._live.close()
-            self._live_lines.clear()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        final = self.path.with_name(f"{self.path.name}.final")
+        live = self._live
         try:
-            with final.open("wb") as out:
-                for i, segment in enumerate(self._segments):
-                    if segment.spill is not None:
-                        segment.spill.writelines(segment.chunks)
-                        segment.spill.close()
-                        assert segment.spill_path is not None
-                        with segment.spill_path.open("rb") as part:
-                            shutil.copyfileobj(part, out, 1 << 20)
+            if live is not None:
+                try:
+                    self._flush_live()
+                finally:
+                    live.close()
+                    self._live_lines.clear()
+                if not self._late_spans:
+                    return  # the live file is the final one (module doc)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            final = self.path.with_name(f"{self.path.name}.final")
+            try:
+                with final.open("wb") as out:
+                    if live is not None:
+                        self._rebuild(out)
                     else:
-                        out.writelines(segment.chunks)
-                    if i < len(self._session_lines):
-                        out.write(self._session_lines[i])
-            os.replace(final, self.path)
+                        for i, segment in enumerate(self._segments):
+                            self._write_kept(segment, out)
+                            if i < len(self._session_lines):
+                                out.write(self._session_lines[i])
+                os.replace(final, self.path)
+            finally:
+                final.unlink(missing_ok=True)
         finally:
-            final.unlink(missing_ok=True)
             for segment in self._segments:
                 if segment.spill is not None:
                     segment.spill.close()
@@ -617,6 +643,50 @@ class EventsWriter:
                     segment.spill_path.unlink(missing_ok=True)
             self._segments = []
             self._session_lines = []
+
+    @staticmethod
+    def _write_kept(segment: _Segment, out: IO[bytes]) -> None:
+        if segment.spill is not None:
+            segment.spill.writelines(segment.chunks)
+            segment.spill.close()
+            assert segment.spill_path is not None
+            with segment.spill_path.open("rb") as part:
+                shutil.copyfileobj(part, out, 1 << 20)
+        else:
+            out.writelines(segment.chunks)
+
+    def _rebuild(self, out: IO[bytes]) -> None:
+        """The final file from the live one: segment ``i`` is the live file
+        up to session line ``i`` less the late records in it, then the late
+        records issued in segment ``i`` (they all arrived after its in-order
+        ones, so this is their arrival order), then session line ``i``."""
+        late = iter(self._late_spans)
+        next_late = next(late, None)
+        with self.path.open("rb") as source:
+
+            def copy(start: int, end: int) -> None:
+                nonlocal next_late
+                while start < end:
+                    stop = end if next_late is None else min(end, next_late[0])
+                    source.seek(start)
+                    while start < stop:
+                        block = source.read(min(1 << 20, stop - start))
+                        if not block:
+                            raise OSError(f"{self.path} is shorter than what was written to it")
+                        out.write(block)
+                        start += len(block)
+                    if next_late is not None and start == next_late[0] and start < end:
+                        start = next_late[1]
+                        next_late = next(late, None)
+
+            position = 0
+            for i, segment in enumerate(self._segments):
+                span = self._session_spans[i] if i < len(self._session_spans) else None
+                copy(position, self._live_size if span is None else span[0])
+                self._write_kept(segment, out)
+                if span is not None:
+                    out.write(self._session_lines[i])
+                    position = span[1]
 
 
 def write_sample_idx_map(
