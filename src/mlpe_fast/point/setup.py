@@ -159,7 +159,11 @@ async def open_point(
         writer = stack.enter_context(RunWriter(config, urls))
         writer.open(err)
         writer.server_calls(calls)
-        counter = TokenCounter(inputs.tokenizer, template=inputs.template, live=False)
+        # Counted after the load; the jobs waiting meanwhile go to a file in
+        # the run folder (metrics/count_spill.py: memory flat in run length).
+        counter = TokenCounter(
+            inputs.tokenizer, template=inputs.template, live=False, spill_dir=writer.path
+        )
         stack.callback(counter.close)
         bar = None
         if progress:
