@@ -166,6 +166,9 @@ def _run(args: argparse.Namespace) -> int:
     # The plan before the first request; refusals before any endpoint starts.
     sweep_plan = _announce(config_for_run)
     if config.dry_run:
+        from .point.setup import check_counting
+
+        check_counting(config_for_run)
         demo = "" if config.endpoints else " (no --endpoints: the demo's simulated endpoint)"
         print(f"mlpe-fast: dry run: no request sent{demo}, no file written")
         return 0
