@@ -140,6 +140,12 @@ def _run(args: argparse.Namespace) -> int:
         return result
 
     async def measure(endpoints: tuple[str, ...]) -> int:
+        from .point.server_metrics import notices_once
+
+        with notices_once():  # a curve's points say a missing /metrics page once
+            return await measure_all(endpoints)
+
+    async def measure_all(endpoints: tuple[str, ...]) -> int:
         if config_for_run.rate_sweep:
             from .sweep.rates import RatePlan, run_rate_sweep
 
