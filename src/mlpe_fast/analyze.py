@@ -294,7 +294,8 @@ def analyze(folder: str | os.PathLike[str], *, tokenizer: str | None = None) -> 
     agentic = load_pattern.get("type") == "agentic_inference"
     records: list[RequestRecord] = []
     tracked: list[bool] = []
-    counter = TokenCounter(tok, template=template)
+    # No spill file: the jobs' texts are the queries' own, held here anyway.
+    counter = TokenCounter(tok, template=template, spill=False)
     try:
         for uuid, query in queries.items():
             if not query.tracked and not agentic:

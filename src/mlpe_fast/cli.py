@@ -140,6 +140,12 @@ def _run(args: argparse.Namespace) -> int:
         return result
 
     async def measure(endpoints: tuple[str, ...]) -> int:
+        from .point.server_metrics import notices_once
+
+        with notices_once():  # a curve's points say a missing /metrics page once
+            return await measure_all(endpoints)
+
+    async def measure_all(endpoints: tuple[str, ...]) -> int:
         if config_for_run.rate_sweep:
             from .sweep.rates import RatePlan, run_rate_sweep
 
@@ -166,6 +172,9 @@ def _run(args: argparse.Namespace) -> int:
     # The plan before the first request; refusals before any endpoint starts.
     sweep_plan = _announce(config_for_run)
     if config.dry_run:
+        from .point.setup import check_counting
+
+        check_counting(config_for_run)
         demo = "" if config.endpoints else " (no --endpoints: the demo's simulated endpoint)"
         print(f"mlpe-fast: dry run: no request sent{demo}, no file written")
         return 0

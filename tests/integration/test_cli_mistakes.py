@@ -86,6 +86,24 @@ def test_the_demo_takes_its_settings_from_a_yaml_file_too(
     assert "plan: one point: concurrency 2, 256 samples" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    "flags",
+    [(), ("--max-concurrency", "64", "--report-dir", "{tmp}/curve")],
+    ids=["point", "curve"],
+)
+def test_a_dry_run_loads_the_tokenizer_the_run_would(
+    flags: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --tokenizer that cannot be read fails the dry run as it fails the
+    run, before any request (it passed the dry run before)."""
+    argv = ["run", "--dry-run", *(f.format(tmp=tmp_path) for f in flags)]
+    assert main([*argv, "--tokenizer", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot load tokenizer" in err[0] and "missing" in err[0]
+    assert main([*argv, "--tokenizer", DEMO_TOKENIZER]) == 0
+    assert not (tmp_path / "curve").exists()
+
+
 @pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
 def test_the_demo_refuses_tls_settings_before_it_starts(
     flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -15,7 +15,7 @@ import pytest
 from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.metrics import _bpe
-from mlpe_fast.metrics.tokens import load_tokenizer
+from mlpe_fast.metrics.tokens import SPILL_BATCH, load_tokenizer
 from tests.bpe_tokenizer import train_bpe
 from tests.data_files import CHAR_CHAT_TOKENIZER, DUMMY_1K
 
@@ -59,3 +59,40 @@ def test_a_run_s_output_tokens_equal_tokenizers(tmp_path: Path, answer: str) -> 
     counting = summary["mlpe_fast"]["token_counting"]
     implementation = "native" if _bpe.NativeBPECounter is not None else "python"
     assert counting.startswith(f"exact fast path ({implementation})")
+
+
+def test_a_long_run_s_waiting_jobs_go_to_disk_and_count_the_same(tmp_path: Path) -> None:
+    """Past two spill batches the jobs waiting for the count wait on disk
+    (metrics/count_spill.py); the totals are exact all the same, and the
+    spill file leaves no name behind in the run folder."""
+    rows = [json.loads(line) for line in DUMMY_1K.read_text().splitlines()][:300]
+    tokenizer_dir = train_bpe(
+        tmp_path / "bpe", [r["text_input"] for r in rows], 1000, CHAR_CHAT_TOKENIZER
+    )
+    dataset = tmp_path / "answers.jsonl"
+    dataset.write_text(
+        "".join(
+            json.dumps({"prompt": f"Question {i}?", "ground_truth": PROSE}) + "\n"
+            for i in range(20)
+        )
+    )
+    out, requests = tmp_path / "run", 3 * SPILL_BATCH + 100
+    flags = ("--oracle", str(dataset), "--oracle-token-chars", "3")
+    with simulated_endpoint(flags) as url:
+        code = main(
+            [
+                "run", "--endpoints", url, "--model", "mlpe-sim", "--dataset", str(dataset),
+                "--tokenizer", str(tokenizer_dir), "--concurrency", "32",
+                "--num-samples", str(requests), "--warmup-requests", "0", "--no-progress",
+                "--report-dir", str(out),
+            ]
+        )  # fmt: skip
+    assert code == 0
+    summary = json.loads((out / "performance" / "result_summary.json").read_text())
+    expected = len(load_tokenizer(str(tokenizer_dir)).encode(PROSE, add_special_tokens=False))
+    assert summary["n_samples_completed"] == requests
+    assert summary["output_sequence_lengths"]["total"] == requests * expected
+    spill = summary["mlpe_fast"]["token_counting_spill"]
+    assert spill["jobs"] >= 2 * SPILL_BATCH and spill["peak_bytes"] > 0, spill
+    assert spill["failure"] is None
+    assert not [p.name for p in out.rglob("*") if "count-jobs" in p.name]

@@ -123,6 +123,21 @@ def test_a_server_without_the_page_is_said_once_and_the_run_goes_on(
     assert "server metrics: not offered" in (folder / "report.txt").read_text()
 
 
+def test_a_curve_says_a_missing_page_once_and_each_point_records_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "curve"
+    with simulated_endpoint((*SLOW, "--metrics-names", "off")) as url:
+        assert main(_run(url, folder, concurrency="2,4")) == 0
+    said = [line for line in capsys.readouterr().err.splitlines() if "server metrics:" in line]
+    assert len(said) == 1 and "not offered" in said[0]  # it was said at every point
+    points = sorted(p.parent.parent for p in folder.rglob("result_summary.json"))
+    assert len(points) == 3  # 2, 4 and the Offline point
+    for point in points:
+        block = _summary(point)["mlpe_fast"]["server_metrics"]
+        assert block["offered"] is False and block["note"] == f"GET {url}/metrics answered 404"
+
+
 @pytest.mark.parametrize("trouble", ["garbage", "hang"])
 def test_a_page_that_breaks_mid_point_is_counted_and_leaves_the_figures_alone(
     trouble: str, tmp_path: Path

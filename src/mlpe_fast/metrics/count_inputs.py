@@ -47,7 +47,7 @@ __all__ = (
 )
 
 
-class MessageText(msgspec.Struct, frozen=True, gc=False):
+class MessageText(msgspec.Struct, frozen=True, gc=False, tag="message"):
     """An assistant message, counted through the chat template (spec §1.2).
 
     ``tool_calls`` are whole calls (``{"id", "type", "function": {"name",
@@ -59,7 +59,7 @@ class MessageText(msgspec.Struct, frozen=True, gc=False):
     tool_calls: tuple[dict[str, Any], ...] | None = None
 
 
-class PromptMessages(msgspec.Struct, frozen=True, gc=False):
+class PromptMessages(msgspec.Struct, frozen=True, gc=False, tag="prompt"):
     """A chat prompt as sent, rendered with the generation prompt (ISL);
     the fields of the ISSUED line's ``PromptData``."""
 

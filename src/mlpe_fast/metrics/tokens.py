@@ -75,6 +75,7 @@ from .chat_template import (
     prompt_messages_for_template,
 )
 from .count_inputs import CountInput, MessageText, osl_input, prompt_input, tpot_input
+from .count_spill import JobSpill, SpillError
 from .hf_cache import cached_snapshots, hf_cache_dir, looks_like_path, repo_cache_dir
 
 if TYPE_CHECKING:
@@ -105,6 +106,12 @@ MAX_THREADS = 8
 #: How often a ``live`` counter looks at its queue, in seconds (the reference
 #: client's live tokenization period, reference-client.md §2.2).
 LIVE_INTERVAL_S = 0.25
+
+#: Jobs a counter that waits (not ``live``) keeps in memory before its worker
+#: moves them to its spill file (:mod:`mlpe_fast.metrics.count_spill`), and
+#: the jobs of one spilled batch: about 0.5 MB of 64-token answers, 10 MB of
+#: 2,048-token ones, at most twice that waiting.
+SPILL_BATCH = 512
 
 
 # Loading ------------------------------------------------------------------------------
@@ -262,6 +269,9 @@ class TokenCounts(msgspec.Struct, frozen=True):
     ``template_fallbacks`` counts messages whose chat template failed and
     were counted as joined text instead (as the reference does);
     ``method`` says how texts were counted (the fast path or why not).
+    ``spilled_jobs`` went through the spill file while they waited
+    (``spilled_bytes`` at its largest; :mod:`~.count_spill`);
+    ``spill_failure`` says why the rest waited in memory, if spilling failed.
     """
 
     osl: npt.NDArray[np.int64]
@@ -273,6 +283,9 @@ class TokenCounts(msgspec.Struct, frozen=True):
     error: str | None = None
     template_fallbacks: int = 0
     method: str = ""
+    spilled_jobs: int = 0
+    spilled_bytes: int = 0
+    spill_failure: str | None = None
 
     def __len__(self) -> int:
         return len(self.osl)
@@ -563,6 +576,10 @@ class TokenCounter:
             :mod:`mlpe_fast.metrics.fast_bpe` where it applies.  It runs
             Python code under the GIL, so a ``live`` counter never uses it:
             there the event loop must keep the interpreter.
+        spill_dir: where a counter that waits (not ``live``) puts the jobs
+            past :data:`SPILL_BATCH` while they wait (an anonymous file:
+            :mod:`~.count_spill`; None: ``TMPDIR``).
+        spill: False keeps every waiting job in memory.
     """
 
     def __init__(
@@ -574,6 +591,8 @@ class TokenCounter:
         live: bool = False,
         threads: int | None = None,
         fast: bool = True,
+        spill_dir: str | os.PathLike[str] | None = None,
+        spill: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -599,6 +618,13 @@ class TokenCounter:
         self._batch_size = batch_size
         self._live = live
         self._queue: deque[CountJob] = deque()
+        # The worker's, in submission order: the spill file's jobs are older
+        # than _unspilled's (a batch whose write failed), older than _queue's.
+        self._spill: JobSpill[CountJob] | None = (
+            JobSpill(spill_dir, CountJob) if spill and not live else None
+        )
+        self._unspilled: list[CountJob] = []
+        self._spill_at = SPILL_BATCH  # submitted count at which to wake the worker to spill
         self._submitted = 0
         self._closed = False
         # Shared with the worker, under _lock:
@@ -624,11 +650,21 @@ class TokenCounter:
             raise LocalProtocolError("TokenCounter.submit() after finish()")
         self._queue.append(job)
         self._submitted += 1
+        if self._submitted >= self._spill_at and self._spill is not None:
+            # The worker spills what waits (cheap: a flag and a wake-up
+            # every SPILL_BATCH jobs, not per job).
+            self._spill_at = self._submitted + SPILL_BATCH
+            self._wake.set()
 
     @property
     def submitted(self) -> int:
         """Jobs submitted so far."""
         return self._submitted
+
+    @property
+    def spilled(self) -> int:
+        """Jobs moved to the spill file so far (read without locking)."""
+        return 0 if self._spill is None else self._spill.jobs
 
     @property
     def counted(self) -> int:
@@ -699,6 +735,9 @@ class TokenCounter:
                 error=self._error,
                 template_fallbacks=self._texts.template_fallbacks,
                 method=self.method,
+                spilled_jobs=0 if self._spill is None else self._spill.jobs,
+                spilled_bytes=0 if self._spill is None else self._spill.peak_bytes,
+                spill_failure=None if self._spill is None else self._spill.failure,
             )
 
     # -- worker side -------------------------------------------------------
@@ -709,12 +748,23 @@ class TokenCounter:
                 return False
             return self._live or self._stopping or bool(self._waiters)
 
+    def _idle(self) -> bool:
+        """Nobody waits for counts and counting goes on: the time to spill."""
+        with self._lock:
+            return not (
+                self._live
+                or self._stopping
+                or self._waiters
+                or self._abandon
+                or self._error is not None
+            )
+
     def _run(self) -> None:
         try:
             while True:
                 self._wake.wait(LIVE_INTERVAL_S if self._live else None)
                 self._wake.clear()
-                while self._queue and self._wanted():
+                while self._waiting() and self._wanted():
                     try:
                         self._count_batch(self._take())
                     except Exception as exc:  # a tokenizer failure ends counting
@@ -723,23 +773,50 @@ class TokenCounter:
                                 f"token counting failed: {type(exc).__name__}: "
                                 f"{_one_line(str(exc))[:200]}"
                             )
+                self._spill_waiting()
                 with self._lock:
                     if self._abandon or self._error is not None:
                         break
-                    if self._stopping and not self._queue:
+                    if self._stopping and not self._waiting():
                         break
         finally:
             self._texts.close()
+            if self._spill is not None:
+                self._spill.close()
             with self._lock:
                 self._exited = True
                 waiters, self._waiters = self._waiters, []
             for _, future in waiters:
                 _resolve(future)
 
+    def _waiting(self) -> bool:
+        return bool(self._queue or self._unspilled or (self._spill and self._spill.waiting))
+
     def _take(self) -> list[CountJob]:
+        """The oldest waiting jobs: the spill file's, then those whose spill
+        failed, then the queue's."""
+        if self._spill is not None and self._spill.waiting:
+            return self._spill.read()
+        if self._unspilled:
+            batch, self._unspilled = self._unspilled, []
+            return batch
         queue = self._queue
         n = min(self._batch_size, len(queue))
         return [queue.popleft() for _ in range(n)]
+
+    def _spill_waiting(self) -> None:
+        """Moves the queue's jobs to the spill file, a batch at a time, while
+        nobody waits for counts (a counter that waits for the load's end)."""
+        spill, queue = self._spill, self._queue
+        if spill is None or spill.failure is not None or self._unspilled:
+            return
+        while len(queue) >= SPILL_BATCH and self._idle():
+            batch = [queue.popleft() for _ in range(SPILL_BATCH)]
+            try:
+                spill.write(batch)
+            except SpillError:  # kept in memory, in order; spilling stops
+                self._unspilled = batch
+                return
 
     def _count_batch(self, batch: list[CountJob]) -> None:
         started = time.perf_counter()

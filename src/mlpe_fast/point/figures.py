@@ -431,6 +431,11 @@ def _own_keys(
             "tokenization_s": counts.seconds,
             "chat_template_fallbacks": counts.template_fallbacks,
             "token_counting_error": counts.error,
+            "token_counting_spill": {
+                "jobs": counts.spilled_jobs,
+                "peak_bytes": counts.spilled_bytes,
+                "failure": counts.spill_failure,
+            },
             "errors": stats.errors,
             "error_examples": stats.error_examples,
             "chunk_errors": stats.chunk_errors,

@@ -5,9 +5,10 @@ Before the load, :func:`probe_metrics` asks the page once (the point's
 first endpoint: ``auto`` reads its origin's ``/metrics``; with several
 replicas, the first one's): what it answered goes to ``server_calls.json``.
 With ``auto``, a page that is not there (a 404 or any other status but
-2xx, a refusal, no answer) is said once on stderr and in the summary and the point is
-measured without it; a URL given that does not answer 2xx stops the run
-before the load, in one line.  While the performance phase runs (its
+2xx, a refusal, no answer) is said on stderr (once a run: a curve's points
+each ask again, for their own records, within :func:`notices_once`) and in
+the summary, and the point is measured without it; a URL given that does
+not answer 2xx stops the run before the load, in one line.  While the performance phase runs (its
 warmup included), :func:`scraping` reads the page every interval into
 ``server_metrics.jsonl``; the figures (``point/figures.py``) sum it up over
 the measured window.
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextvars import ContextVar
 from typing import Any, TextIO
 
 import msgspec
@@ -33,7 +35,22 @@ from ..server_metrics.scraper import (
 )
 from .writer import RunWriter
 
-__all__ = ("MetricsPlan", "probe_metrics", "scraping")
+__all__ = ("MetricsPlan", "notices_once", "probe_metrics", "scraping")
+
+# The pages said not offered so far in this run (None: outside
+# notices_once, every probe says it).
+_said_not_offered: ContextVar[set[str] | None] = ContextVar("said_not_offered", default=None)
+
+
+@contextlib.contextmanager
+def notices_once() -> Iterator[None]:
+    """Within it (one ``mlpe-fast run``: a point or a whole curve), a page
+    not offered is said on stderr once, not at every point."""
+    token = _said_not_offered.set(set())
+    try:
+        yield
+    finally:
+        _said_not_offered.reset(token)
 
 
 class MetricsPlan(msgspec.Struct, frozen=True):
@@ -72,11 +89,15 @@ async def probe_metrics(
             "give the URL of the server's Prometheus page, or --server-metrics off"
         )
     note = f"GET {url} {probe.reason()}"
-    print(
-        f"mlpe-fast: server metrics: GET {url} {probe.reason()}: not offered; the point is "
-        "measured without them (--server-metrics URL names another page)",
-        file=sys.stderr if err is None else err,
-    )
+    said = _said_not_offered.get()
+    if said is None or note not in said:
+        print(
+            f"mlpe-fast: server metrics: {note}: not offered; the point is "
+            "measured without them (--server-metrics URL names another page)",
+            file=sys.stderr if err is None else err,
+        )
+        if said is not None:
+            said.add(note)
     run = ServerMetricsRun(url, False, interval_s=config.server_metrics_interval_s, note=note)
     return MetricsPlan(not_offered=run), probe.record()
 

@@ -52,6 +52,7 @@ __all__ = (
     "Point",
     "PointInputs",
     "agentic_settings",
+    "check_counting",
     "is_swe_bench",
     "open_point",
     "swe_bench_options",
@@ -159,7 +160,11 @@ async def open_point(
         writer = stack.enter_context(RunWriter(config, urls))
         writer.open(err)
         writer.server_calls(calls)
-        counter = TokenCounter(inputs.tokenizer, template=inputs.template, live=False)
+        # Counted after the load; the jobs waiting meanwhile go to a file in
+        # the run folder (metrics/count_spill.py: memory flat in run length).
+        counter = TokenCounter(
+            inputs.tokenizer, template=inputs.template, live=False, spill_dir=writer.path
+        )
         stack.callback(counter.close)
         bar = None
         if progress:
@@ -229,6 +234,18 @@ async def _check_reachable(client: AnyClient) -> None:
         if error.error_class in ("TLSError", "HTTP2Unsupported"):  # the message says what to do
             raise UsageError(str(error)) from None
         raise UsageError(f"{error}; check --endpoints and that the server is up") from None
+
+
+def check_counting(config: RunConfig) -> None:
+    """Loads the tokenizer and the chat template a run counts with, as the
+    run would (``--dry-run``: a bad ``--tokenizer`` fails before the load,
+    not after it).
+
+    Raises:
+        UsageError: the tokenizer or its template cannot be read.
+    """
+    _tokenizer(config)
+    _template(config)
 
 
 def _tokenizer(config: RunConfig) -> Any:
