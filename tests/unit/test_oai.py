@@ -645,6 +645,52 @@ def test_usage_values(oai: ModuleType) -> None:
     )
 
 
+def test_usage_values_without_escapes_take_the_fast_decoder_and_agree(oai: ModuleType) -> None:
+    """The same object without escapes goes through msgspec (decode_usage's
+    fast path); what msgspec refuses falls back to json's rules, alike."""
+    payload = (
+        '{"usage":{"a":1,"a":2,"b":[1.5,-0,1e400,true,null,"xé"],'
+        '"c":{"d":{}},"big":123456789012345678901234567890,"n":-9223372036854775809}}'
+    )
+    assert decode(oai, payload) == delta(
+        usage={
+            "a": 2,
+            "b": [1.5, 0, float("inf"), True, None, "xé"],
+            "c": {"d": {}},
+            "big": 123456789012345678901234567890,
+            "n": -9223372036854775809,
+        }
+    )
+
+
+_JSON_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
+)
+_JSON_VALUES = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(usage=st.dictionaries(st.text(max_size=6), _JSON_VALUES, max_size=6))
+def test_usage_objects_decode_as_json_does(usage: dict[str, Any]) -> None:
+    """decode_usage (either path) agrees with json's own decoding of valid
+    JSON objects, escaped or not, ASCII or not."""
+    from mlpe_fast.wire._oai_py import decode_usage
+
+    for ensure_ascii in (False, True):
+        raw = json.dumps(usage, ensure_ascii=ensure_ascii).encode()
+        if "\\ud8" in raw.decode() or any("\ud800" <= c <= "\udfff" for c in raw.decode()):
+            continue  # lone surrogates: J5's replacement, tested above
+        assert decode_usage(raw) == json.loads(raw)
+
+
 # ---- shape (S1-S10) ----------------------------------------------------------------
 
 SHAPE_ERRORS: list[tuple[str, str]] = [

