@@ -35,29 +35,9 @@ import pytest
 from mlpe_fast.metrics.count_spill import JobSpill
 from mlpe_fast.metrics.tokens import SPILL_BATCH, CountJob
 
+from .bench_events import WORDS
+
 JOBS = 20_000
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "is",
-    "that",
-    "it",
-    "for",
-    "was",
-    "on",
-    "are",
-    "with",
-    "as",
-    "his",
-    "they",
-    "be",
-    "at",
-    "one",
-    "have",
-]
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,9 @@ PROSE = (
 NON_ASCII = "Café au lait — naïve résumé, twice."
 
 
-@pytest.mark.parametrize("answer", [PROSE, NON_ASCII], ids=["prose", "non-ascii"])
-def test_a_run_s_output_tokens_equal_tokenizers(tmp_path: Path, answer: str) -> None:
+def _bpe_and_answers(tmp_path: Path, answer: str) -> tuple[Path, Path]:
+    """A BPE tokenizer trained on the dummy prompts, and 20 questions that
+    the oracle answers with ``answer``."""
     rows = [json.loads(line) for line in DUMMY_1K.read_text().splitlines()][:300]
     tokenizer_dir = train_bpe(
         tmp_path / "bpe", [r["text_input"] for r in rows], 1000, CHAR_CHAT_TOKENIZER
@@ -41,6 +42,12 @@ def test_a_run_s_output_tokens_equal_tokenizers(tmp_path: Path, answer: str) -> 
             for i in range(20)
         )
     )
+    return tokenizer_dir, dataset
+
+
+@pytest.mark.parametrize("answer", [PROSE, NON_ASCII], ids=["prose", "non-ascii"])
+def test_a_run_s_output_tokens_equal_tokenizers(tmp_path: Path, answer: str) -> None:
+    tokenizer_dir, dataset = _bpe_and_answers(tmp_path, answer)
     out = tmp_path / "run"
     flags = ("--oracle", str(dataset), "--oracle-token-chars", "3")
     with simulated_endpoint(flags) as url:
@@ -65,17 +72,7 @@ def test_a_long_run_s_waiting_jobs_go_to_disk_and_count_the_same(tmp_path: Path)
     """Past two spill batches the jobs waiting for the count wait on disk
     (metrics/count_spill.py); the totals are exact all the same, and the
     spill file leaves no name behind in the run folder."""
-    rows = [json.loads(line) for line in DUMMY_1K.read_text().splitlines()][:300]
-    tokenizer_dir = train_bpe(
-        tmp_path / "bpe", [r["text_input"] for r in rows], 1000, CHAR_CHAT_TOKENIZER
-    )
-    dataset = tmp_path / "answers.jsonl"
-    dataset.write_text(
-        "".join(
-            json.dumps({"prompt": f"Question {i}?", "ground_truth": PROSE}) + "\n"
-            for i in range(20)
-        )
-    )
+    tokenizer_dir, dataset = _bpe_and_answers(tmp_path, PROSE)
     out, requests = tmp_path / "run", 3 * SPILL_BATCH + 100
     flags = ("--oracle", str(dataset), "--oracle-token-chars", "3")
     with simulated_endpoint(flags) as url:

@@ -19,28 +19,7 @@ from mlpe_fast.metrics.count_spill import JobSpill, SpillError
 from mlpe_fast.metrics.tokens import SPILL_BATCH, CountJob, TokenCounter
 from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
-WORDS = [
-    "the",
-    "of",
-    "and",
-    "to",
-    "in",
-    "a",
-    "is",
-    "that",
-    "for",
-    "it",
-    "as",
-    "was",
-    "with",
-    "be",
-    "by",
-    "on",
-    "not",
-    "he",
-    "this",
-    "are",
-]
+WORDS = [f"w{i}" * (1 + i % 4) for i in range(24)]  # words of 2 to 12 characters
 
 
 @pytest.fixture
