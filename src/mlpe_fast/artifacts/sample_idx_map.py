@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO
@@ -113,11 +114,12 @@ class _SeenIds:
 class _PhaseSpool:
     """One phase's entries: a buffer, then an anonymous file (module doc)."""
 
-    __slots__ = ("buffer", "entries", "file", "replaced", "seen")
+    __slots__ = ("__weakref__", "buffer", "closer", "entries", "file", "replaced", "seen")
 
     def __init__(self) -> None:
         self.buffer = bytearray()
         self.file: IO[bytes] | None = None
+        self.closer: weakref.finalize[[], _PhaseSpool] | None = None
         self.entries = 0
         self.seen = _SeenIds()
         self.replaced: dict[str, int] = {}  # a repeated uuid's last value
@@ -125,8 +127,11 @@ class _PhaseSpool:
     def spill(self, directory: Path) -> None:
         if self.file is None:
             directory.mkdir(parents=True, exist_ok=True)
-            # held open until close(): unlinked from birth (module doc)
+            # Held open until close(): unlinked from birth (module doc), it
+            # is memory that happens to be on disk, so a spool dropped
+            # unclosed closes it too (as a BytesIO would be freed).
             self.file = tempfile.TemporaryFile(dir=directory)  # noqa: SIM115
+            self.closer = weakref.finalize(self, self.file.close)
         self.file.write(self.buffer)
         self.buffer.clear()
 
@@ -165,9 +170,9 @@ class _PhaseSpool:
             out.write(_ENTRY_SEPARATOR + line if i else line)
 
     def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
+        if self.closer is not None:
+            self.closer()  # closes the file, once
+        self.file = self.closer = None
         self.buffer.clear()
 
 
