@@ -107,6 +107,7 @@ def write_point(path: Path, records: list[tuple[RequestRecord, PromptData]], var
         writer.session(SESSION_STOP_PERFORMANCE_TRACKING, stop_at + 20 * LATE)
     writer.session(SESSION_ENDED, stop_at + 40 * LATE)
     writer.close()
+    writer.sample_index_map.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,25 @@ requests, flat from 100,000 to 1,000,000.  The figures are reported, and
 each case must end with every request recorded; the bars are the docs',
 measured here (``docs/performance.md``).
 
+With ``--engines 2`` (concurrency 256 at 20,000 and 100,000 requests) the
+peak of each process is its own ``VmHWM`` (``/proc/<pid>/status``, read
+every 20 ms from the run and each process under it while they live; the
+kernel's ``ru_maxrss`` of the run would be the largest of them, not each):
+the driver's, each engine's, and their sum.
+
     pytest bench/bench_memory.py -o python_files='bench_*.py' -s
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +50,10 @@ RECORDS_AS_OBJECTS_MB[1024, 300_000] = 897.0
 CASES = [(16, 2_000), (1024, 2_000), (1024, 100_000), (1024, 300_000)]
 if os.environ.get("MLPE_MEMORY_LONG"):
     CASES.append((1024, 1_000_000))
+ENGINE_CASES = [(256, 20_000), (256, 100_000)]
+# --engines 2 before the index map was spooled (docs/performance.md), in MB:
+# the driver's peak and the sum over its processes.
+ENGINES_BEFORE_MB = {(256, 20_000): (133.0, 273.0), (256, 100_000): (262.0, 403.0)}
 
 
 def baseline_mb(concurrency: int, requests: int) -> float:
@@ -50,9 +63,8 @@ def baseline_mb(concurrency: int, requests: int) -> float:
     return BASELINE_MB[1024, 100_000] + (requests - 100_000) * 4e-3
 
 
-def peak_of_run(url: str, concurrency: int, requests: int, folder: Path) -> tuple[float, int]:
-    """``mlpe-fast run``'s peak resident memory in MB and its exit status."""
-    argv = [
+def run_argv(url: str, concurrency: int, requests: int, folder: Path) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "mlpe_fast",
@@ -62,6 +74,11 @@ def peak_of_run(url: str, concurrency: int, requests: int, folder: Path) -> tupl
         *("--concurrency", str(concurrency), "--num-samples", str(requests)),
         *("--max-output-tokens", str(TOKENS), "--no-progress", "--report-dir", str(folder)),
     ]
+
+
+def peak_of_run(url: str, concurrency: int, requests: int, folder: Path) -> tuple[float, int]:
+    """``mlpe-fast run``'s peak resident memory in MB and its exit status."""
+    argv = run_argv(url, concurrency, requests, folder)
     with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as process:
         assert process.stderr is not None
         err = process.stderr.read()
@@ -99,4 +116,80 @@ def test_peak_memory(benchmark: Any, tmp_path: Path, concurrency: int, requests:
             if (objects := RECORDS_AS_OBJECTS_MB.get((concurrency, requests)))
             else ""
         )
+    )
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it (``/proc/<pid>/task/*/children``)."""
+    found = [pid]
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            children = Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+            for child in children:
+                found += _process_tree(int(child))
+    return found
+
+
+def _high_water_kb(pid: int) -> int | None:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
+
+
+def peaks_by_process(argv: list[str]) -> tuple[float, list[float]]:
+    """The run's own peak and those of the processes under it, in MB
+    (module doc), largest first; the run must succeed."""
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+    with subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as process:
+
+        def sample() -> None:
+            while not done.is_set():
+                for pid in _process_tree(process.pid):
+                    if (kb := _high_water_kb(pid)) is not None:
+                        peaks[pid] = max(peaks.get(pid, 0), kb)
+                time.sleep(0.02)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        assert process.stderr is not None
+        err = process.stderr.read()
+        process.wait()
+        done.set()
+        sampler.join()
+    assert process.returncode == 0, err.decode(errors="replace")[-2000:]
+    own = peaks.pop(process.pid)
+    return own / 1000, sorted((kb / 1000 for kb in peaks.values()), reverse=True)
+
+
+@pytest.mark.parametrize(("concurrency", "requests"), ENGINE_CASES, ids=lambda v: f"{v:,}")
+def test_peak_memory_on_two_engines(
+    benchmark: Any, tmp_path: Path, concurrency: int, requests: int
+) -> None:
+    if sys.platform != "linux":
+        pytest.skip("/proc/<pid>/status: Linux")
+    flags = ("--output-len", str(TOKENS), "--output-len-dist", "fixed", "--seed", "1")
+    result: dict[str, Any] = {}
+
+    def measure() -> None:
+        with simulated_endpoint(flags) as url:
+            argv = [*run_argv(url, concurrency, requests, tmp_path / "run"), "--engines", "2"]
+            result["driver"], result["others"] = peaks_by_process(argv)
+
+    benchmark.pedantic(measure, rounds=1, iterations=1)
+    summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
+    assert summary["n_samples_issued"] == summary["n_samples_completed"] == requests
+    report = json.loads((tmp_path / "run" / "distributed" / "engines.json").read_text())
+    assert report["engines"] == 2
+    driver, others = result["driver"], result["others"]
+    total = driver + sum(others)
+    before_driver, before_total = ENGINES_BEFORE_MB[concurrency, requests]
+    benchmark.extra_info.update(driver_mb=driver, processes_mb=others, total_mb=total)
+    print(
+        f"\n--engines 2, concurrency {concurrency:,}, {requests:,} requests: driver {driver:.0f} MB"
+        f" ({driver / before_driver:.2f}x of {before_driver:.0f}), under it "
+        + ", ".join(f"{mb:.0f}" for mb in others)
+        + f" MB; all {total:.0f} MB ({total / before_total:.2f}x of {before_total:.0f})"
     )

@@ -18,7 +18,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
+import mlpe_fast.sim
 from mlpe_fast.analyze import analyze, summary_differences
+from mlpe_fast.artifacts.events import PromptData, iter_events
 from mlpe_fast.cli import main
 from mlpe_fast.config import RunConfig
 from mlpe_fast.demo import demo_config, simulated_endpoint
@@ -158,6 +160,31 @@ def test_analyze_reproduces_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert (run / "analysis" / "result_summary.json").is_file()
 
 
+def test_sample_idx_map_past_its_spool_buffer(tmp_path: Path) -> None:
+    """1,600 queries: the index map's entries outgrew its 64 KiB buffer and
+    went through its side file (issue 23).  The file is the dict-based
+    writer's, byte for byte; each measured uuid once, in the log's order;
+    each index the dataset row whose prompt the query sent."""
+    run = tmp_path / "run"
+    argv = ["run", "--no-progress", "--num-samples", "1600", "--concurrency", "64"]
+    assert main([*argv, "--max-output-tokens", "2", "--report-dir", str(run)]) == 0
+    raw = (run / "sample_idx_map.json").read_bytes()
+    assert len(raw) > 64 << 10
+    mapping = json.loads(raw)
+    assert msgspec.json.format(msgspec.json.encode(mapping), indent=2) == raw
+    issued = [e for e in iter_events(run / "events.jsonl") if e.event_type == "sample.issued"]
+    assert list(mapping) == ["performance"]
+    assert list(mapping["performance"]) == [e.sample_uuid for e in issued]
+    assert len(issued) == 1600
+    rows = (Path(mlpe_fast.sim.__file__).parent / "demo_prompts.jsonl").read_text().splitlines()
+    prompts = [json.loads(row)["prompt"] for row in rows]
+    for event in issued:
+        assert isinstance(event.data, PromptData) and event.data.messages is not None
+        sent = event.data.messages[-1]["content"]
+        assert sent.endswith("] " + prompts[mapping["performance"][event.sample_uuid]])
+    assert _files(run) == RUN_FILES  # no side file left
+
+
 def test_analyze_mistakes_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(tmp_path)]) == 2
     (tmp_path / "events.jsonl").write_text('{"event_type": 5}\n')
@@ -166,14 +193,15 @@ def test_analyze_mistakes_are_one_line(tmp_path: Path, capsys: pytest.CaptureFix
     assert err.count("\n") == 2 and "no events.jsonl" in err and "events.jsonl:1" in err
 
 
-def _start_run(endpoint: str, run: Path) -> subprocess.Popen[str]:
-    """`mlpe-fast run` for two minutes at c=4 (~0.2 s a request) into ``run``."""
+def _start_run(endpoint: str, run: Path, concurrency: int = 4) -> subprocess.Popen[str]:
+    """`mlpe-fast run` for two minutes at ``concurrency`` into ``run`` (about
+    0.2 s a request against the slow endpoint most callers give)."""
     src = Path(__file__).resolve().parents[2] / "src/mlpe_fast/sim"
     return subprocess.Popen(
         [
             *(sys.executable, "-m", "mlpe_fast", "run", "--no-progress", "--endpoints", endpoint),
             *("--model", "m", "--tokenizer", str(src / "tokenizer")),
-            *("--dataset", str(src / "demo_prompts.jsonl"), "--concurrency", "4"),
+            *("--dataset", str(src / "demo_prompts.jsonl"), "--concurrency", str(concurrency)),
             *("--duration", "120s", "--max-output-tokens", "10", "--report-dir", str(run)),
         ],
         stdout=subprocess.PIPE,
@@ -226,6 +254,30 @@ def test_sigint_leaves_an_interrupted_summary_and_every_record(tmp_path: Path) -
     assert analysis.summary["state"] == "interrupted" and analysis.summary["complete"] is False
     assert summary_differences(summary, analysis.summary) == []
     assert analysis.interrupted is not None and "were cancelled" in analysis.interrupted
+
+
+def test_sigkill_past_the_index_maps_buffer_leaves_no_index_file(tmp_path: Path) -> None:
+    """Killed with 2,000 queries logged, the index map's entries past its
+    64 KiB buffer in its side file: no sample_idx_map.json, half or whole,
+    and no side file (it has no name: issue 23)."""
+    run = tmp_path / "run"
+    with simulated_endpoint() as endpoint:
+        proc = _start_run(endpoint, run, concurrency=64)
+        try:
+            _wait_for_logged_queries(proc, run / "events.jsonl", 2_000)
+            proc.send_signal(signal.SIGKILL)
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert _files(run) == {
+        "config.yaml",
+        "events.jsonl",
+        "server_calls.json",
+        "server_metrics.jsonl",
+    }
 
 
 def test_sigkill_leaves_a_log_that_analyze_calls_interrupted(

@@ -262,6 +262,14 @@ def _fit(rtt_ns: int = 20_000, drift_ppm: float = 0.0) -> ClockFit:
     )  # fmt: skip
 
 
+def test_duplicate_keys_counts_every_repeat() -> None:
+    run = _run_with([])
+    assert run.duplicate_keys() == 0
+    for keys, repeats in (([3, 1, 2], 0), ([5, 5], 1), ([7, 1, 7, 2, 7, 1], 3), ([2**40] * 4, 3)):
+        run = msgspec.structs.replace(run, keys=array("q", keys))
+        assert run.duplicate_keys() == repeats == len(keys) - len(set(keys))
+
+
 def test_the_verdict_is_the_worst_that_applies() -> None:
     calm = [1_000_000] * 100
     assert verdict(_run_with(calm), [_fit()]) == "ok"

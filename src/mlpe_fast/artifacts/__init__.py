@@ -1,6 +1,7 @@
 """The run folder in the reference client's layout (spec §3.1).
 
 * :mod:`.events` -- ``events.jsonl`` and ``sample_idx_map.json``;
+* :mod:`.sample_idx_map` -- ``sample_idx_map.json`` spooled to disk as it grows;
 * :mod:`.config_yaml` -- ``config.yaml``.
 """
 

@@ -41,7 +41,9 @@ failure ``error.generic`` then COMPLETE with null data
 (``load_generator/session.py``).  We write the same lines.  The reference
 logs no warmup at all; mlpe-fast writes the warmup's queries, with the same
 lines, to a separate log (``warmup_events.jsonl``: spec §2.4 wants warmup
-logs retained) and leaves them out of ``sample_idx_map.json``.
+logs retained) and leaves them out of ``sample_idx_map.json``, whose
+entries go to their own side files as records come
+(``artifacts/sample_idx_map.py``).
 
 Lines are made when a query's record arrives (one msgspec ``encode_lines``
 call per record) and written at once, in the order they are made, to the
@@ -69,7 +71,7 @@ import bisect
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -78,6 +80,7 @@ import msgspec
 from ..engine.record import RequestRecord
 from ..errors import UsageError
 from ..wire.events import ResponseSummary, ToolCall
+from .sample_idx_map import SampleIndexSpool, write_sample_idx_map
 
 __all__ = (
     "ERROR_CLIENT",
@@ -367,7 +370,8 @@ class EventsWriter:
             ... events.record(record, prompt) for each finished query ...
             events.session(SESSION_STOP_PERFORMANCE_TRACKING)
             events.session(SESSION_ENDED)
-        write_sample_idx_map(run_dir / "sample_idx_map.json", events.sample_index_map)
+        with events.sample_index_map as index_map:  # on disk as it grew (issue 23)
+            write_sample_idx_map(run_dir / "sample_idx_map.json", index_map)
     """
 
     def __init__(
@@ -385,7 +389,9 @@ class EventsWriter:
         self.worker_id = worker_id
         self.recv_non_first = recv_non_first
         self.spill_bytes = spill_bytes
-        self.sample_index_map: dict[str, dict[str, int]] = {}
+        # Streamed to its own side files as records come (issue 23); kept
+        # past close() for write_sample_idx_map, dropped by its own close().
+        self.sample_index_map = SampleIndexSpool(self.path.parent)
         self._encoder = msgspec.json.Encoder()
         self._segments: list[_Segment] = [_Segment()]
         self._bounds: list[int] = []  # timestamp of the session line after each segment
@@ -544,12 +550,9 @@ class EventsWriter:
                 worker_id=self.worker_id,
             )
         )
-        if phase != WARMUP_PHASE:
-            phase_map = self.sample_index_map.get(phase)
-            if phase_map is None:
-                phase_map = self.sample_index_map[phase] = {}
-            phase_map[uuid] = record.sample_index
         self._place(record.t_issue, self._encoder.encode_lines(lines))
+        if phase != WARMUP_PHASE:
+            self.sample_index_map.add(phase, uuid, record.sample_index)
 
     # -- output
 
@@ -687,12 +690,3 @@ class EventsWriter:
                 if span is not None:
                     out.write(self._session_lines[i])
                     position = span[1]
-
-
-def write_sample_idx_map(
-    path: str | os.PathLike[str], mapping: Mapping[str, Mapping[str, int]]
-) -> None:
-    """``sample_idx_map.json``: ``{phase: {sample_uuid: dataset_index}}``,
-    indented by two spaces, no final newline (as the reference writes it,
-    ``commands/benchmark/execute.py``, ``_write_scoring_artifacts``)."""
-    Path(path).write_bytes(msgspec.json.format(msgspec.json.encode(mapping), indent=2))

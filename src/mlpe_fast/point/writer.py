@@ -142,8 +142,9 @@ class RunWriter:
         if figures.failure is not None:  # so that analyze of the log says so too
             events.error(ERROR_LOADGEN, "EngineLost", figures.failure)
         events.session(SESSION_ENDED)
-        self.close()
+        events.close()
         write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
+        self.close()
         if self.config.mode == "acc":
             folder.report_txt.write_text(figures.report, encoding="utf-8")
         else:
@@ -156,9 +157,11 @@ class RunWriter:
             write_json(folder.path / "scores.json", measured.inline_scores, encoder="stdlib")
 
     def close(self) -> None:
-        """Closes the logs with what they hold (idempotent)."""
+        """Closes the logs with what they hold, and drops the index map's
+        side files (written by :meth:`finish`, or not at all; idempotent)."""
         for writer in self._writers():
             writer.close()
+            writer.sample_index_map.close()
         if self._server_metrics is not None:
             self._server_metrics.close()
 

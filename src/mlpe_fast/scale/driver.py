@@ -139,8 +139,11 @@ class EngineRun(msgspec.Struct):
 
     def duplicate_keys(self) -> int:
         """Global query indices that came back more than once (a lease
-        fault: it must be 0)."""
-        return len(self.keys) - len(set(self.keys))
+        fault: it must be 0).  Counted on a sorted copy, 8 bytes a key: a
+        set of the keys held some 70 bytes each at the point's end, 70 MB
+        at 1,000,000 requests (issue 23)."""
+        ordered = np.sort(np.frombuffer(self.keys, dtype=np.int64))
+        return int(np.count_nonzero(ordered[1:] == ordered[:-1]))
 
     def report(self) -> dict[str, Any]:
         """``distributed/engines.json``: the split, the leases, the start
