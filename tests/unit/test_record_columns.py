@@ -314,7 +314,7 @@ def test_a_subset_of_spilled_rows_is_those_rows() -> None:
         columns = RecordColumns(records, memory_rows=8, keep_whole=keep_whole)
         window = columns.subset(mask)
         assert list(window) == [
-            r if keep_whole else r.without_texts() for r, m in zip(records, mask) if m
+            r if keep_whole else r.without_texts() for r, m in zip(records, mask, strict=True) if m
         ]
         assert window.spilled_rows == len(window) // 8 * 8
 
