@@ -15,9 +15,11 @@ import tracemalloc
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from mlpe_fast.config import RunConfig
 from mlpe_fast.demo import demo_config, simulated_endpoint
+from mlpe_fast.engine import record_columns
 from mlpe_fast.point import run_point
 
 REQUESTS = 200
@@ -88,3 +90,18 @@ def test_a_point_holds_a_few_hundred_bytes_per_request_whatever_its_length(
     long = _held(tmp_path, 300, "long", 1_000)
     per_request = (long - short) / 800
     assert 0 < per_request < 512, (short, long)
+
+
+def test_past_the_rows_kept_in_memory_a_point_holds_only_its_figures_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the records' rows spilled past 64 in memory (the default keeps
+    8,192: ``engine/record_columns.py``), what a point's result holds per
+    request from its 200th to its 1,000th is its figures' own per-record
+    series (about 70 B here: the exact percentiles' samples, the per-record
+    TTFT, TPOT and latency); the rows kept in memory held about 365 B."""
+    monkeypatch.setattr(record_columns, "MEMORY_ROWS", 64)
+    short = _held(tmp_path, 300, "short", 200)
+    long = _held(tmp_path, 300, "long", 1_000)
+    per_request = (long - short) / 800
+    assert 0 < per_request < 128, (short, long)
