@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import tempfile
 import tracemalloc
 from pathlib import Path
 
@@ -105,3 +106,23 @@ def test_past_the_rows_kept_in_memory_a_point_holds_only_its_figures_per_request
     long = _held(tmp_path, 300, "long", 1_000)
     per_request = (long - short) / 800
     assert 0 < per_request < 128, (short, long)
+
+
+def test_a_point_whose_records_cannot_be_spilled_keeps_them_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No room for the spill file (here: a temporary directory that does
+    not exist): the rows stay in memory, every figure is whole, and the
+    table and ``report.txt`` say why the memory was not bounded."""
+    monkeypatch.setattr(record_columns, "MEMORY_ROWS", 16)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    config = msgspec.structs.replace(config, concurrency=4, num_samples=40, max_output_tokens=8)
+    with simulated_endpoint() as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    assert result.stats.completed == len(result.records) == 40
+    warning = f"records kept in memory: cannot write to {tmp_path / 'missing'}"
+    assert warning in result.table
+    assert warning in (tmp_path / "run" / "report.txt").read_text()
+    assert len({r.sample_id for r in result.records}) == 40
+    assert all(r.response.content_events == 8 for r in result.records)
