@@ -47,6 +47,9 @@ BASELINE_MB = {(16, 2_000): 88.0, (1024, 2_000): 393.0, (1024, 100_000): 780.0}
 # before they were kept as columns (docs/performance.md), in MB.
 RECORDS_AS_OBJECTS_MB = {(16, 2_000): 91.0, (1024, 2_000): 118.0, (1024, 100_000): 371.0}
 RECORDS_AS_OBJECTS_MB[1024, 300_000] = 897.0
+# Records as columns, all in memory, before their rows were spilled to disk, in MB.
+COLUMNS_IN_MEMORY_MB = {(16, 2_000): 87.0, (1024, 2_000): 94.0, (1024, 100_000): 268.0}
+COLUMNS_IN_MEMORY_MB[1024, 300_000] = 581.0
 CASES = [(16, 2_000), (1024, 2_000), (1024, 100_000), (1024, 300_000)]
 if os.environ.get("MLPE_MEMORY_LONG"):
     CASES.append((1024, 1_000_000))
@@ -114,6 +117,11 @@ def test_peak_memory(benchmark: Any, tmp_path: Path, concurrency: int, requests:
         + (
             f"; records as objects {objects:.0f} MB = {result['mb'] / objects:.2f}x"
             if (objects := RECORDS_AS_OBJECTS_MB.get((concurrency, requests)))
+            else ""
+        )
+        + (
+            f"; columns in memory {columns:.0f} MB = {result['mb'] / columns:.2f}x"
+            if (columns := COLUMNS_IN_MEMORY_MB.get((concurrency, requests)))
             else ""
         )
     )

@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import tempfile
 import tracemalloc
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from mlpe_fast.config import RunConfig
 from mlpe_fast.demo import demo_config, simulated_endpoint
+from mlpe_fast.engine import record_columns
 from mlpe_fast.point import run_point
 
 REQUESTS = 200
@@ -88,3 +91,38 @@ def test_a_point_holds_a_few_hundred_bytes_per_request_whatever_its_length(
     long = _held(tmp_path, 300, "long", 1_000)
     per_request = (long - short) / 800
     assert 0 < per_request < 512, (short, long)
+
+
+def test_past_the_rows_kept_in_memory_a_point_holds_only_its_figures_per_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the records' rows spilled past 64 in memory (the default keeps
+    8,192: ``engine/record_columns.py``), what a point's result holds per
+    request from its 200th to its 1,000th is its figures' own per-record
+    series (about 70 B here: the exact percentiles' samples, the per-record
+    TTFT, TPOT and latency); the rows kept in memory held about 365 B."""
+    monkeypatch.setattr(record_columns, "MEMORY_ROWS", 64)
+    short = _held(tmp_path, 300, "short", 200)
+    long = _held(tmp_path, 300, "long", 1_000)
+    per_request = (long - short) / 800
+    assert 0 < per_request < 128, (short, long)
+
+
+def test_a_point_whose_records_cannot_be_spilled_keeps_them_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No room for the spill file (here: a temporary directory that does
+    not exist): the rows stay in memory, every figure is whole, and the
+    table and ``report.txt`` say why the memory was not bounded."""
+    monkeypatch.setattr(record_columns, "MEMORY_ROWS", 16)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    config = msgspec.structs.replace(config, concurrency=4, num_samples=40, max_output_tokens=8)
+    with simulated_endpoint() as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    assert result.stats.completed == len(result.records) == 40
+    warning = f"records kept in memory: cannot write to {tmp_path / 'missing'}"
+    assert warning in result.table
+    assert warning in (tmp_path / "run" / "report.txt").read_text()
+    assert len({r.sample_id for r in result.records}) == 40
+    assert all(r.response.content_events == 8 for r in result.records)

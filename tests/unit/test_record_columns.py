@@ -5,7 +5,10 @@ side tables bounded, and the columns a few hundred bytes a record."""
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import tracemalloc
+from pathlib import Path
 
 import msgspec
 import numpy as np
@@ -14,14 +17,17 @@ import pytest
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.engine.record_columns import (
     CHUNK_ERRORS_KEPT,
+    COLUMNS,
     DROPPED_MESSAGE,
     MESSAGES_PER_CLASS,
     NONE,
     RecordColumns,
     as_columns,
 )
+from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
 from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps, ToolCall
+from mlpe_fast.wire.gaps import BUCKETS
 
 
 def _record(i: int, **changes: object) -> RequestRecord:
@@ -72,38 +78,57 @@ def _record(i: int, **changes: object) -> RequestRecord:
     return msgspec.structs.replace(record, **fields)
 
 
+#: The changes that make a record of every shape a point keeps.
+SHAPES: list[dict[str, object]] = [
+    {},
+    {"sample_id": "not-a-hex-id", "kernel_stamps": False, "t_first_read": None},
+    {"sample_id": "AB" * 16},  # upper-case hex: kept as itself
+    {
+        "error_class": "HTTPStatusError",
+        "error_message": "HTTP 400: too long",
+        "response_status": 400,
+        "response_error_code": 7,
+        "response_error_message": "status 400",
+        "response_t_first": None,
+        "response_t_done": None,
+        "response_complete": False,
+        "response_gaps": None,
+        "response_usage": None,
+        "response_finish_reason": None,
+    },
+    {
+        "response_usage": {"prompt_tokens": 3, "details": {"reasoning_tokens": 2}, "x": None},
+        "response_chunk_errors": 2,
+        "response_first_chunk_error": ChunkError(402, "$.choices", b"{}", 2_200),
+        "response_chunk_times": (1, 2, 3),
+        "response_finish_reason": "length",
+    },
+    {"response_usage": {}, "response_gaps": TokenGaps(0, 0, 0, 0, 0, b"")},
+    {"response_usage": {"completion_tokens": True, "prompt_tokens": 2**70}},
+    {"response_events": 0, "response_t_second": None, "response_t_first_content": None},
+]
+
+
 def _variety() -> list[RequestRecord]:
     """Records of every shape a point keeps."""
-    return [
-        _record(0),
-        _record(1, sample_id="not-a-hex-id", kernel_stamps=False, t_first_read=None),
-        _record(2, sample_id="AB" * 16),  # upper-case hex: kept as itself
-        _record(
-            3,
-            error_class="HTTPStatusError",
-            error_message="HTTP 400: too long",
-            response_status=400,
-            response_error_code=7,
-            response_error_message="status 400",
-            response_t_first=None,
-            response_t_done=None,
-            response_complete=False,
-            response_gaps=None,
-            response_usage=None,
-            response_finish_reason=None,
-        ),
-        _record(
-            4,
-            response_usage={"prompt_tokens": 3, "details": {"reasoning_tokens": 2}, "x": None},
-            response_chunk_errors=2,
-            response_first_chunk_error=ChunkError(402, "$.choices", b"{}", 2_200),
-            response_chunk_times=(1, 2, 3),
-            response_finish_reason="length",
-        ),
-        _record(5, response_usage={}, response_gaps=TokenGaps(0, 0, 0, 0, 0, b"")),
-        _record(6, response_usage={"completion_tokens": True, "prompt_tokens": 2**70}),
-        _record(7, response_events=0, response_t_second=None, response_t_first_content=None),
-    ]
+    return [_record(i, **shape) for i, shape in enumerate(SHAPES)]
+
+
+def _many(n: int) -> list[RequestRecord]:
+    """``n`` records of every shape in turn, each with its own stamps and
+    counts, and gap histograms of different lengths."""
+    records = []
+    for i in range(n):
+        shape = dict(SHAPES[i % len(SHAPES)])
+        if "response_gaps" not in shape:  # (index, count) pairs, ascending
+            pairs = [(3 * k + i % 7, 1 + (i + k) % 4) for k in range(i % 5)]
+            buckets = b"".join(a.to_bytes(4, "little") + n.to_bytes(4, "little") for a, n in pairs)
+            count = sum(n for _, n in pairs)
+            shape["response_gaps"] = TokenGaps(count, 0, 7 * i, i, 9 * i, buckets)
+        if i % len(SHAPES) == 4 and i // len(SHAPES) % 2:  # a first chunk error past the bound
+            shape.pop("response_first_chunk_error")
+        records.append(_record(i, **shape))
+    return records
 
 
 def test_every_record_comes_back_as_it_was_without_its_texts() -> None:
@@ -225,3 +250,143 @@ def test_a_record_costs_a_few_hundred_bytes() -> None:
         tracemalloc.stop()
     assert len(columns) == 20_000
     assert held / 20_000 < 320, held / 20_000
+
+
+# -- past the rows kept in memory: the spill file (issue 23)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8, 64])
+def test_rows_across_the_spill_boundary_come_back_as_they_were(rows: int, tmp_path: Path) -> None:
+    records = _many(50)
+    columns = RecordColumns(records, memory_rows=rows, spill_dir=str(tmp_path))
+    assert columns.spilled_rows == 50 // rows * rows and columns.spill_error is None
+    expected = [r.without_texts() for r in records]
+    assert len(columns) == 50
+    for i in range(50):
+        assert columns[i] == expected[i], i
+        assert columns[i - 50] == expected[i]
+        assert columns.sample_id(i) == records[i].sample_id
+        assert columns.error_message(i) == records[i].error_message
+    assert list(columns) == expected
+    for start, stop in [(0, 50), (rows - 1, rows + 5), (45, 50), (7, 7), (49, 60)]:
+        assert columns[start:stop] == expected[start:stop], (start, stop)
+    assert columns[::3] == expected[::3] and columns[-4:] == expected[-4:]
+    with pytest.raises(IndexError):
+        columns[50]
+
+
+def test_a_spilled_store_gives_the_columns_and_figures_of_one_kept_in_memory() -> None:
+    records = _many(300)
+    kept = RecordColumns(records)  # fewer rows than MEMORY_ROWS: never spilled
+    spilled = RecordColumns(records, memory_rows=16)
+    assert (kept.spilled_rows, spilled.spilled_rows) == (0, 288)
+    for name in COLUMNS:
+        assert spilled.column(name).dtype == np.int64
+        assert np.array_equal(spilled.column(name), kept.column(name)), name
+    for name in ("done", "complete", "keep_alive", "kernel_stamps", "gaps"):
+        assert np.array_equal(spilled.flag(name), kept.flag(name)), name
+    assert np.array_equal(spilled.ok, kept.ok)
+    assert np.array_equal(spilled.t_finish(), kept.t_finish())
+    rng = np.random.default_rng(1)
+    for mask in (np.ones(300, np.bool_), rng.random(300) < 0.3, np.arange(300) >= 290):
+        assert spilled.gaps_buckets(mask) == kept.gaps_buckets(mask)
+        pairs = np.frombuffer(kept.gaps_buckets(mask), "<u4").reshape(-1, 2)
+        expected = np.zeros(BUCKETS, np.int64)
+        np.add.at(expected, pairs[:, 0], pairs[:, 1])
+        assert np.array_equal(spilled.gaps_histogram(mask), expected)
+        assert expected.sum() > 0
+    # the figures, exact percentiles included, from either
+    figures = [point_stats(c) for c in (kept, spilled)]
+    for name, series in figures[0].raw.series.items():
+        assert np.array_equal(figures[1].raw.series[name], series), name
+    assert figures[0].ttft == figures[1].ttft and figures[0].latency == figures[1].latency
+    assert figures[0].errors == figures[1].errors
+    assert figures[0].error_examples == figures[1].error_examples
+    assert figures[0].finish_reasons == figures[1].finish_reasons
+    detail = [latency_detail(c, figures[0].raw.tracked_ok) for c in (kept, spilled)]
+    assert detail[0] == detail[1] and detail[0].itl is not None
+
+
+def test_a_subset_of_spilled_rows_is_those_rows() -> None:
+    records = _many(100)
+    mask = [i % 3 == 0 or 40 <= i < 60 for i in range(100)]
+    for keep_whole in (False, True):
+        columns = RecordColumns(records, memory_rows=8, keep_whole=keep_whole)
+        window = columns.subset(mask)
+        assert list(window) == [
+            r if keep_whole else r.without_texts() for r, m in zip(records, mask, strict=True) if m
+        ]
+        assert window.spilled_rows == len(window) // 8 * 8
+
+
+def _spill_files(directory: Path) -> list[str]:
+    """This process's open files in ``directory`` (Linux: /proc/self/fd)."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # the listing's own descriptor, closed since
+            continue
+    return [link for link in links if link.startswith(str(directory) + "/")]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd: Linux")
+def test_the_spill_file_has_no_name_in_its_directory_and_goes_with_its_store(
+    tmp_path: Path,
+) -> None:
+    few = RecordColumns(_many(7), memory_rows=8, spill_dir=str(tmp_path))
+    assert few.spilled_rows == 0 and _spill_files(tmp_path) == []  # no file below the budget
+    columns = RecordColumns(_many(40), memory_rows=8, spill_dir=str(tmp_path))
+    files = _spill_files(tmp_path)
+    # one for the fixed-width rows, one for the usage values, one for the gap
+    # buckets, one for the packed usage: unlinked, so no name in the listing
+    assert len(files) == 4 and all(f.endswith("(deleted)") for f in files), files
+    assert os.listdir(tmp_path) == []
+    columns.close()
+    assert _spill_files(tmp_path) == []
+    with pytest.raises(ValueError, match="closed"):
+        columns[0]
+    with pytest.raises(ValueError, match="closed"):
+        columns.column("t_issue")
+    assert len(columns) == 40
+    dropped = RecordColumns(_many(40), memory_rows=8, spill_dir=str(tmp_path))
+    assert len(_spill_files(tmp_path)) == 4
+    del dropped
+    gc.collect()
+    assert _spill_files(tmp_path) == []
+
+
+def test_rows_stay_in_memory_when_the_spill_file_cannot_be_made(tmp_path: Path) -> None:
+    records = _many(40)
+    columns = RecordColumns(records, memory_rows=8, spill_dir=str(tmp_path / "missing"))
+    assert columns.spill_error is not None and columns.spilled_rows == 0
+    assert columns.spill_error.startswith(f"records kept in memory: cannot write to {tmp_path}")
+    assert list(columns) == [r.without_texts() for r in records]
+    assert np.array_equal(columns.column("t_issue"), RecordColumns(records).column("t_issue"))
+
+
+def test_memory_held_past_the_rows_kept_does_not_grow_with_rows() -> None:
+    """tracemalloc's count of what 65,536 rows more hold, once 16,384 are
+    in: the tails' few KB, nothing per row (0.25 B a row would fail it; the
+    rare maps left out: ids that are not hex, odd usage, chunk_times)."""
+    shapes = [dict(SHAPES[k]) for k in (0, 3, 4, 5, 7)]
+    del shapes[2]["response_chunk_times"]
+    pool = [_record(i, **shapes[i % len(shapes)]).without_texts() for i in range(40)]
+    rows = 256
+    columns = RecordColumns(memory_rows=rows)
+    for i in range(64 * rows):  # whole blocks: the fixed-width tails empty
+        columns.append(pool[i % 40])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(64 * rows, 320 * rows):
+            columns.append(pool[i % 40])
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(columns) == columns.spilled_rows == 320 * rows
+    # each variable-width store keeps under 16 B a row of the budget: 4 KiB
+    assert grown < 16 * 1024, grown
+    for i in (0, 12_345, 70_001, 320 * rows - 1):
+        assert columns[i] == pool[i % 40], i

@@ -28,18 +28,36 @@ What is rare or repeats is kept beside the columns, bounded:
   buffer; the first :data:`CHUNK_ERRORS_KEPT` first chunk errors;
   ``chunk_times`` (only kept when a client asked for one stamp per event).
 
+Every per-row store (the stamp and small columns, the ids, the usage
+values, the gap buckets and their ends, the packed usage) is a
+:class:`~.spill.SpilledArray`: the last :data:`MEMORY_ROWS` rows in memory,
+the older ones in blocks of an anonymous temporary file (``TMPDIR``, or
+``spill_dir``), so that a point holds the same memory from its 10,000th
+request to its 1,000,000th (issue 23).  The file is made at the first
+spill (a point of fewer rows never makes one) and its bytes go when the
+store is closed (:meth:`RecordColumns.close`), dropped, or the process
+ends.  What stays in memory beside the tails is bounded or rare: the string
+tables and usage key tuples (above), 16 bytes a spilled block, and three
+maps keyed by row that only odd records enter: ids that are not 32 hex
+digits, ``usage`` past msgpack's integers, and ``chunk_times``.  If the
+file cannot take a block (no room in ``TMPDIR``), the rows stay in memory
+from then on and :attr:`RecordColumns.spill_error` says why: the figures
+are the same, only the memory is not bounded.
+
 The store is a ``Sequence[RequestRecord]``: ``columns[i]`` builds the
 record back, equal to ``record.without_texts()`` (every stamp, count, flag
 and ``usage`` as they were; a message past the bound reads as a note
-saying so).  ``keep_whole=True`` keeps the records themselves as well, for
-a run that reads its answers again (an agentic run's turns, bounded by its
-trajectories).
+saying so); iterating or slicing reads the rows a block at a time.
+``keep_whole=True`` keeps the records themselves as well, for a run that
+reads its answers again (an agentic run's turns, bounded by its
+trajectories).  The store stays in the process that made it: the engines
+send records, not stores (``scale/driver.py``), and it does not pickle.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
 import msgspec
@@ -47,10 +65,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ..wire.events import ChunkError, ResponseSummary, TokenGaps
+from ..wire.gaps import BUCKETS
 from .record import RequestRecord
+from .spill import SpilledArray, SpillGroup
 
 __all__ = (
     "CHUNK_ERRORS_KEPT",
+    "COLUMNS",
+    "MEMORY_ROWS",
     "MESSAGES_PER_CLASS",
     "NONE",
     "RecordColumns",
@@ -70,6 +92,22 @@ CHUNK_ERRORS_KEPT = 64
 
 #: A message past :data:`MESSAGES_PER_CLASS`, as a record built back reads it.
 DROPPED_MESSAGE = "(message not kept: more distinct messages of this error class than kept)"
+
+#: Rows each store keeps in memory before it writes them to its file as a
+#: block: 64 KiB an int64 column, a write the kernel takes in one go, and
+#: about 2 MB for all the columns (some 250 B a row), a few percent of
+#: what the connections of a concurrency-1,024 point hold; a point of
+#: fewer requests never makes a file.
+MEMORY_ROWS = 8192
+
+#: Bytes a row of the budget gives the variable-width stores (usage
+#: values, packed usage, gap buckets), each of which spills on its own
+#: past ``memory_rows`` times this (128 KiB at the default), whatever one
+#: record puts there.
+_VARIABLE_BYTES_PER_ROW = 16
+
+#: Rows read at a time when iterating, slicing or summing buckets.
+_READ_ROWS = 4096
 
 _NO_CODE = -1  # None in a code column
 _DROPPED = -2  # a message past the bound
@@ -109,6 +147,7 @@ _STAMPS = (
     "usage_prompt_tokens",
     "usage_at",
 )
+_USAGE_AT = _STAMPS.index("usage_at")
 
 #: The int32 code and small-count columns.
 _SMALL = (
@@ -131,6 +170,10 @@ _SMALL = (
     "gaps_zero",
     "flags",
 )
+
+
+#: Every column :meth:`RecordColumns.column` gives.
+COLUMNS = _STAMPS + _SMALL
 
 
 def _opt(value: int | None) -> int:
@@ -168,14 +211,46 @@ class _Strings:
 
 
 class RecordColumns(Sequence[RequestRecord]):
-    """A point's records, one row of typed columns each (module doc)."""
+    """A point's records, one row of typed columns each (module doc).
 
-    def __init__(self, records: Iterable[RequestRecord] = (), *, keep_whole: bool = False) -> None:
-        self._stamps = {name: array("q") for name in _STAMPS}
-        self._small = {name: array("i") for name in _SMALL}
-        self._stamp_columns = tuple(self._stamps[name] for name in _STAMPS)
-        self._small_columns = tuple(self._small[name] for name in _SMALL)
-        self._ids = bytearray()  # 16 bytes a record whose id is 32 hex digits
+    ``memory_rows``: the rows each store keeps in memory before it spills
+    them (None: :data:`MEMORY_ROWS`, read as the store is made);
+    ``spill_dir``: where the spill file is made
+    (None: ``TMPDIR``).
+    """
+
+    def __init__(
+        self,
+        records: Iterable[RequestRecord] = (),
+        *,
+        keep_whole: bool = False,
+        memory_rows: int | None = None,
+        spill_dir: str | None = None,
+    ) -> None:
+        if memory_rows is None:
+            memory_rows = MEMORY_ROWS
+        if memory_rows < 1:
+            raise ValueError(f"memory_rows must be at least 1, not {memory_rows}")
+        self._spill_dir = spill_dir
+        self._memory_rows = memory_rows
+        self._memory_bytes = memory_rows * _VARIABLE_BYTES_PER_ROW
+        #: Why rows stopped being spilled (None: they never did).
+        self.spill_error: str | None = None
+        self._stamps = {name: SpilledArray("q") for name in _STAMPS}
+        self._small = {name: SpilledArray("i") for name in _SMALL}
+        self._ids = SpilledArray("B")  # 16 bytes a record whose id is 32 hex digits
+        self._bucket_ends = SpilledArray("q")
+        # the stores of fixed width, spilled together every memory_rows rows
+        self._group = SpillGroup(
+            (*self._stamps.values(), *self._small.values(), self._ids, self._bucket_ends),
+            (1,) * (len(_STAMPS) + len(_SMALL)) + (16, 1),
+            memory_rows,
+            spill_dir,
+        )
+        # their tails, appended to directly (the same arrays for the stores' life)
+        self._stamp_tails = tuple(self._stamps[name].tail for name in _STAMPS)
+        self._small_tails = tuple(self._small[name].tail for name in _SMALL)
+        self._ends_tail = self._bucket_ends.tail
         self._other_ids: dict[int, str] = {}
         self._classes = _Strings()  # error classes and finish reasons
         self._messages = _Strings()
@@ -183,11 +258,11 @@ class RecordColumns(Sequence[RequestRecord]):
         self.messages_dropped = 0
         self._usage_keys: list[tuple[str, ...]] = []
         self._usage_codes: dict[tuple[str, ...], int] = {}
-        self._usage_values = array("q")
-        self._packed = bytearray()
+        self._usage_values = SpilledArray("q", spill_dir)
+        self._packed = SpilledArray("B", spill_dir)
         self._odd_usage: list[dict[str, Any]] = []
-        self._buckets = bytearray()
-        self._bucket_ends = array("q")
+        self._buckets = SpilledArray("B", spill_dir)
+        self._variable = (self._usage_values, self._packed, self._buckets)  # a file each
         self._chunk_errors: dict[int, ChunkError] = {}
         self._chunk_times: dict[int, tuple[int, ...]] = {}
         self._whole: list[RequestRecord] | None = [] if keep_whole else None
@@ -223,21 +298,24 @@ class RecordColumns(Sequence[RequestRecord]):
         raw = _hex_id(sample_id)
         if raw is None:
             self._other_ids[index] = sample_id
-            self._ids += bytes(16)
+            self._ids.tail.frombytes(bytes(16))
         else:
             flags |= _ID_HEX
-            self._ids += raw
+            self._ids.tail.frombytes(raw)
         usage_at = len(self._usage_values)
         schema = self._usage(usage)
-        if gaps is not None:
-            self._buckets += gaps.buckets
-        self._bucket_ends.append(len(self._buckets))
+        buckets = self._buckets
+        if gaps is not None and gaps.buckets:
+            buckets.tail.frombytes(gaps.buckets)
+            if len(buckets.tail) >= self._memory_bytes:
+                self._spill(buckets.spill)
+        self._ends_tail.append(len(buckets))
         if response.first_chunk_error is not None and len(self._chunk_errors) < CHUNK_ERRORS_KEPT:
             self._chunk_errors[index] = response.first_chunk_error
         if response.chunk_times is not None:
             self._chunk_times[index] = response.chunk_times
         for column, value in zip(
-            self._stamp_columns,
+            self._stamp_tails,
             (
                 record.sample_index,
                 record.t_sched,
@@ -263,7 +341,7 @@ class RecordColumns(Sequence[RequestRecord]):
         ):
             column.append(value)
         for column, value in zip(
-            self._small_columns,
+            self._small_tails,
             (
                 response.status,
                 response.events,
@@ -287,8 +365,20 @@ class RecordColumns(Sequence[RequestRecord]):
             strict=True,
         ):
             column.append(value)
+        if len(self._ends_tail) >= self._memory_rows:
+            self._spill(self._group.spill)
         if self._whole is not None:
             self._whole.append(record)
+
+    def _spill(self, spill: Callable[[], None]) -> None:
+        """Moves tails to their file; if it cannot take them, keeps every
+        row in memory from then on (module doc)."""
+        try:
+            spill()
+        except OSError as error:
+            where = self._spill_dir or tempfile.gettempdir()
+            self.spill_error = f"records kept in memory: cannot write to {where}: {error}"
+            self._memory_rows = self._memory_bytes = 2**62  # no second try a row
 
     def _message(self, error_class: int, message: str | None) -> int:
         """A message's code: kept if already known, or if its class keeps
@@ -310,23 +400,30 @@ class RecordColumns(Sequence[RequestRecord]):
         if usage is None:
             return _USAGE_NONE
         keys = tuple(usage)
+        values = self._usage_values.tail
         if all(type(v) is int and -(2**63) < v < 2**63 for v in usage.values()):
             code = self._usage_codes.get(keys)
             if code is None:
                 code = self._usage_codes[keys] = len(self._usage_keys)
                 self._usage_keys.append(keys)
-            self._usage_values.extend(usage.values())
-            return code
-        try:
-            packed = self._encoder.encode(usage)
-        except (OverflowError, TypeError):  # past msgpack's integers: kept as itself
-            self._usage_values.append(len(self._odd_usage))
-            self._odd_usage.append(usage)
-            return _USAGE_ODD
-        start = len(self._packed)
-        self._packed += packed
-        self._usage_values.extend((start, len(self._packed)))
-        return _USAGE_PACKED
+            values.extend(usage.values())
+        else:
+            try:
+                packed = self._encoder.encode(usage)
+            except (OverflowError, TypeError):  # past msgpack's integers: kept as itself
+                values.append(len(self._odd_usage))
+                self._odd_usage.append(usage)
+                code = _USAGE_ODD
+            else:
+                start = len(self._packed)
+                self._packed.tail.frombytes(packed)
+                values.extend((start, len(self._packed)))
+                code = _USAGE_PACKED
+                if len(self._packed.tail) >= self._memory_bytes:
+                    self._spill(self._packed.spill)
+        if 8 * len(values) >= self._memory_bytes:
+            self._spill(self._usage_values.spill)
+        return code
 
     # -- reading back
 
@@ -341,7 +438,12 @@ class RecordColumns(Sequence[RequestRecord]):
 
     def __getitem__(self, index: int | slice) -> RequestRecord | list[RequestRecord]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            if self._whole is not None:
+                return self._whole[start:stop]
+            return list(self._read(start, max(start, stop)))
         n = len(self)
         if index < 0:
             index += n
@@ -349,117 +451,27 @@ class RecordColumns(Sequence[RequestRecord]):
             raise IndexError("record index out of range")
         if self._whole is not None:
             return self._whole[index]
-        return self._record(index)
+        return next(self._read(index, index + 1))
 
     def __iter__(self) -> Iterator[RequestRecord]:
         if self._whole is not None:
             return iter(self._whole)
-        return (self._record(i) for i in range(len(self)))
+        return self._read(0, len(self))
 
-    def _record(self, i: int) -> RequestRecord:
-        (
-            sample_index,
-            t_sched,
-            t_issue,
-            t_end,
-            connect_ns,
-            t_first_read,
-            t_done_read,
-            t_head,
-            t_first,
-            t_done,
-            t_first_content,
-            t_second,
-            unexpected_bytes,
-            gaps_sum,
-            gaps_min,
-            gaps_max,
-            _completion,
-            _prompt,
-            usage_at,
-        ) = (column[i] for column in self._stamp_columns)
-        (
-            status,
-            events,
-            content_events,
-            events_after_done,
-            chunk_errors,
-            retries,
-            endpoint,
-            segment_stamp,
-            first_read_later_bytes,
-            error_code,
-            error_class,
-            error_message,
-            response_error_message,
-            finish,
-            schema,
-            gaps_count,
-            gaps_zero,
-            flags,
-        ) = (column[i] for column in self._small_columns)
-        gaps = None
-        if flags & _GAPS:
-            start = self._bucket_ends[i - 1] if i else 0
-            gaps = TokenGaps(
-                count=gaps_count,
-                zero=gaps_zero,
-                sum_ns=gaps_sum,
-                min_ns=gaps_min,
-                max_ns=gaps_max,
-                buckets=bytes(self._buckets[start : self._bucket_ends[i]]),
-            )
-        response = ResponseSummary(
-            status=status,
-            t_head=_back(t_head),
-            t_first=_back(t_first),
-            t_done=_back(t_done),
-            content="",
-            reasoning="",
-            tool_calls=(),
-            content_after_first="",
-            reasoning_after_first="",
-            tool_calls_after_first=(),
-            finish_reason=None if finish == _NO_CODE else self._classes.values[finish],
-            usage=self._usage_of(schema, usage_at),
-            events=events,
-            content_events=content_events,
-            events_after_done=events_after_done,
-            done=bool(flags & _DONE),
-            complete=bool(flags & _COMPLETE),
-            keep_alive=bool(flags & _KEEP_ALIVE),
-            chunk_errors=chunk_errors,
-            first_chunk_error=self._chunk_errors.get(i),
-            unexpected_bytes=unexpected_bytes,
-            error_code=error_code,
-            error_message=self._message_of(response_error_message) or "",
-            chunk_times=self._chunk_times.get(i),
-            t_first_content=_back(t_first_content),
-            t_second=_back(t_second),
-            gaps=gaps,
-        )
-        return RequestRecord(
-            sample_index=sample_index,
-            sample_id=self.sample_id(i),
-            t_sched=t_sched,
-            t_issue=t_issue,
-            t_end=t_end,
-            response=response,
-            error_class=None if error_class == _NO_CODE else self._classes.values[error_class],
-            error_message=self._message_of(error_message),
-            retries=retries,
-            connect_ns=connect_ns,
-            t_first_read=_back(t_first_read),
-            t_done_read=_back(t_done_read),
-            kernel_stamps=bool(flags & _KERNEL),
-            endpoint=endpoint,
-            segment_stamp=segment_stamp,
-            first_read_later_bytes=first_read_later_bytes,
-        )
+    def _read(self, start: int, stop: int) -> Iterator[RequestRecord]:
+        """Rows ``start`` to ``stop`` built back, read :data:`_READ_ROWS` at
+        a time (one read a store, not one a row and store)."""
+        for lo in range(start, stop, _READ_ROWS):
+            yield from _Rows(self, lo, min(stop, lo + _READ_ROWS)).records()
+
+    @property
+    def spilled_rows(self) -> int:
+        """The rows in the spill file (the rest are in memory)."""
+        return self._bucket_ends.spilled
 
     def sample_id(self, i: int) -> str:
         if self._small["flags"][i] & _ID_HEX:
-            return self._ids[16 * i : 16 * i + 16].hex()
+            return self._ids[16 * i : 16 * i + 16].tobytes().hex()
         return self._other_ids[i]
 
     def _message_of(self, code: int) -> str | None:
@@ -469,37 +481,25 @@ class RecordColumns(Sequence[RequestRecord]):
             return DROPPED_MESSAGE
         return self._messages.values[code]
 
-    def _usage_of(self, schema: int, at: int) -> dict[str, Any] | None:
-        if schema == _USAGE_NONE:
-            return None
-        values = self._usage_values
-        if schema == _USAGE_ODD:
-            return self._odd_usage[values[at]]
-        if schema == _USAGE_PACKED:
-            usage: dict[str, Any] = self._decoder.decode(self._packed[values[at] : values[at + 1]])
-            return usage
-        keys = self._usage_keys[schema]
-        return dict(zip(keys, values[at : at + len(keys)], strict=True))
-
     # -- the columns, for the figures
 
     def column(self, name: str) -> npt.NDArray[np.int64]:
         """A copy of one column as int64 (stamps: :data:`NONE` for None):
         ``t_issue``, ``t_first``, ``events``, ``endpoint``..."""
-        values = self._stamps[name] if name in self._stamps else self._small[name]
-        return np.array(values, dtype=np.int64)
+        store = self._stamps[name] if name in self._stamps else self._small[name]
+        return store.to_numpy().astype(np.int64, copy=False)
 
     def flag(self, name: str) -> npt.NDArray[np.bool_]:
         """``done``, ``complete``, ``keep_alive``, ``kernel_stamps`` or
         ``gaps`` (a gap histogram was kept) per record."""
         bit = _FLAGS[name]
-        flags: npt.NDArray[np.bool_] = (self.column("flags") & bit) != 0
+        flags: npt.NDArray[np.bool_] = (self._small["flags"].to_numpy() & bit) != 0
         return flags
 
     @property
     def ok(self) -> npt.NDArray[np.bool_]:
         """Which records completed (no error class)."""
-        ok: npt.NDArray[np.bool_] = self.column("error_class") == _NO_CODE
+        ok: npt.NDArray[np.bool_] = self._small["error_class"].to_numpy() == _NO_CODE
         return ok
 
     def t_finish(self) -> npt.NDArray[np.int64]:
@@ -522,20 +522,216 @@ class RecordColumns(Sequence[RequestRecord]):
 
     def gaps_buckets(self, mask: npt.NDArray[np.bool_]) -> bytes:
         """The gap histograms' buckets of the records where ``mask``, joined."""
-        ends = self._bucket_ends
-        buckets = self._buckets
-        parts = []
-        for i in np.flatnonzero(mask).tolist():
-            start = ends[i - 1] if i else 0
-            parts.append(bytes(buckets[start : ends[i]]))
-        return b"".join(parts)
+        return b"".join(part.tobytes() for part, _ in self._buckets_of(mask))
+
+    def gaps_histogram(self, mask: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """The gap histograms of the records where ``mask``, summed bucket
+        by bucket (``wire/gaps.py``: :data:`~..wire.gaps.BUCKETS` counts),
+        read a block of rows at a time: no joined copy of every bucket."""
+        histogram = np.zeros(BUCKETS, np.int64)
+        for part, _ in self._buckets_of(mask):
+            pairs = part.view("<u4").reshape(-1, 2)
+            # float weights: exact, a block's counts being far below 2**53
+            histogram += np.bincount(pairs[:, 0], pairs[:, 1], BUCKETS).astype(np.int64)
+        return histogram
+
+    def _buckets_of(
+        self, mask: npt.NDArray[np.bool_]
+    ) -> Iterator[tuple[npt.NDArray[np.uint8], range]]:
+        """The buckets' bytes of the rows where ``mask``, per block of rows."""
+        mask = np.asarray(mask, dtype=np.bool_)
+        for lo in range(0, len(self), _READ_ROWS):
+            hi = min(len(self), lo + _READ_ROWS)
+            chosen = mask[lo:hi]
+            if not chosen.any():
+                continue
+            ends = self._bucket_ends.read(max(0, lo - 1), hi)
+            starts = ends[:-1] if lo else np.concatenate(([0], ends[:-1]))
+            ends = ends[1:] if lo else ends
+            first, last = int(starts[0]), int(ends[-1])
+            data = self._buckets.read(first, last)
+            keep = np.repeat(chosen, ends - starts)
+            yield data[keep], range(lo, hi)
 
     def subset(self, mask: Sequence[bool] | npt.NDArray[np.bool_]) -> RecordColumns:
-        """The records where ``mask``, as columns of their own."""
-        out = RecordColumns(keep_whole=self._whole is not None)
-        for i in np.flatnonzero(np.asarray(mask, dtype=np.bool_)).tolist():
-            out.append(self[i])
+        """The records where ``mask``, as columns of their own (an agentic
+        run's window: its records whole; else read back a block at a time)."""
+        out = RecordColumns(
+            keep_whole=self._whole is not None,
+            memory_rows=self._memory_rows,
+            spill_dir=self._spill_dir,
+        )
+        chosen = np.asarray(mask, dtype=np.bool_)
+        if self._whole is not None:
+            for i in np.flatnonzero(chosen).tolist():
+                out.append(self._whole[i])
+            return out
+        for lo in range(0, len(self), _READ_ROWS):
+            hi = min(len(self), lo + _READ_ROWS)
+            if chosen[lo:hi].any():
+                rows = _Rows(self, lo, hi)
+                for i in np.flatnonzero(chosen[lo:hi]).tolist():
+                    out.append(rows.record(i))
         return out
+
+    def close(self) -> None:
+        """Deletes the spill file (the rows in it can no longer be read);
+        dropping the store does the same."""
+        for file in (self._group.file, *(s.file for s in self._variable)):
+            file.close()
+
+
+class _Rows:
+    """Rows ``start`` to ``stop`` of a store, each store read once, for
+    building records back."""
+
+    def __init__(self, columns: RecordColumns, start: int, stop: int) -> None:
+        self.columns = columns
+        self.start = start
+        self.stamps = _lists(columns._stamps.values(), start, stop)
+        self.small = _lists(columns._small.values(), start, stop)
+        self.ids = columns._ids.read(16 * start, 16 * stop).tobytes()
+        ends = columns._bucket_ends.read(max(0, start - 1), stop).tolist()
+        self.bucket_ends = ends if start else [0, *ends]  # row j: ends[j] to ends[j + 1]
+        self.bucket_base = self.bucket_ends[0]
+        self.buckets = columns._buckets.read(self.bucket_base, self.bucket_ends[-1]).tobytes()
+        # the rows' usage values: from the first's to the next row's (or the end)
+        values = columns._usage_values
+        end = columns._stamps["usage_at"][stop] if stop < len(columns) else len(values)
+        at = self.stamps[_USAGE_AT]
+        self.usage_base = at[0] if at else end
+        self.usage_values: list[int] = values.read(self.usage_base, end).tolist()
+
+    def records(self) -> Iterator[RequestRecord]:
+        return (self.record(j) for j in range(len(self.bucket_ends) - 1))
+
+    def record(self, j: int) -> RequestRecord:
+        """The ``j``-th row of these (row ``start + j`` of the store)."""
+        columns = self.columns
+        i = self.start + j
+        (
+            sample_index,
+            t_sched,
+            t_issue,
+            t_end,
+            connect_ns,
+            t_first_read,
+            t_done_read,
+            t_head,
+            t_first,
+            t_done,
+            t_first_content,
+            t_second,
+            unexpected_bytes,
+            gaps_sum,
+            gaps_min,
+            gaps_max,
+            _completion,
+            _prompt,
+            usage_at,
+        ) = (column[j] for column in self.stamps)
+        (
+            status,
+            events,
+            content_events,
+            events_after_done,
+            chunk_errors,
+            retries,
+            endpoint,
+            segment_stamp,
+            first_read_later_bytes,
+            error_code,
+            error_class,
+            error_message,
+            response_error_message,
+            finish,
+            schema,
+            gaps_count,
+            gaps_zero,
+            flags,
+        ) = (column[j] for column in self.small)
+        gaps = None
+        if flags & _GAPS:
+            base = self.bucket_base
+            gaps = TokenGaps(
+                count=gaps_count,
+                zero=gaps_zero,
+                sum_ns=gaps_sum,
+                min_ns=gaps_min,
+                max_ns=gaps_max,
+                buckets=self.buckets[self.bucket_ends[j] - base : self.bucket_ends[j + 1] - base],
+            )
+        response = ResponseSummary(
+            status=status,
+            t_head=_back(t_head),
+            t_first=_back(t_first),
+            t_done=_back(t_done),
+            content="",
+            reasoning="",
+            tool_calls=(),
+            content_after_first="",
+            reasoning_after_first="",
+            tool_calls_after_first=(),
+            finish_reason=None if finish == _NO_CODE else columns._classes.values[finish],
+            usage=self._usage_of(schema, usage_at),
+            events=events,
+            content_events=content_events,
+            events_after_done=events_after_done,
+            done=bool(flags & _DONE),
+            complete=bool(flags & _COMPLETE),
+            keep_alive=bool(flags & _KEEP_ALIVE),
+            chunk_errors=chunk_errors,
+            first_chunk_error=columns._chunk_errors.get(i),
+            unexpected_bytes=unexpected_bytes,
+            error_code=error_code,
+            error_message=columns._message_of(response_error_message) or "",
+            chunk_times=columns._chunk_times.get(i),
+            t_first_content=_back(t_first_content),
+            t_second=_back(t_second),
+            gaps=gaps,
+        )
+        return RequestRecord(
+            sample_index=sample_index,
+            sample_id=(
+                self.ids[16 * j : 16 * j + 16].hex() if flags & _ID_HEX else columns._other_ids[i]
+            ),
+            t_sched=t_sched,
+            t_issue=t_issue,
+            t_end=t_end,
+            response=response,
+            error_class=None if error_class == _NO_CODE else columns._classes.values[error_class],
+            error_message=columns._message_of(error_message),
+            retries=retries,
+            connect_ns=connect_ns,
+            t_first_read=_back(t_first_read),
+            t_done_read=_back(t_done_read),
+            kernel_stamps=bool(flags & _KERNEL),
+            endpoint=endpoint,
+            segment_stamp=segment_stamp,
+            first_read_later_bytes=first_read_later_bytes,
+        )
+
+    def _usage_of(self, schema: int, at: int) -> dict[str, Any] | None:
+        if schema == _USAGE_NONE:
+            return None
+        columns = self.columns
+        values, base = self.usage_values, self.usage_base
+        if schema == _USAGE_ODD:
+            return columns._odd_usage[values[at - base]]
+        if schema == _USAGE_PACKED:
+            start, end = values[at - base], values[at - base + 1]
+            packed = columns._packed.read(start, end).tobytes()
+            usage: dict[str, Any] = columns._decoder.decode(packed)
+            return usage
+        keys = columns._usage_keys[schema]
+        return dict(zip(keys, values[at - base : at - base + len(keys)], strict=True))
+
+
+def _lists(stores: Iterable[SpilledArray], start: int, stop: int) -> list[list[int]]:
+    """Each store's items ``start`` to ``stop`` (one row: indexed, no numpy)."""
+    if stop - start == 1:
+        return [[store[start]] for store in stores]
+    return [store.read(start, stop).tolist() for store in stores]
 
 
 def _hex_id(sample_id: str) -> bytes | None:

@@ -167,7 +167,7 @@ def latency_detail(
             total=int(columns.column("gaps_sum_ns")[with_gaps].sum()),
             low=int(columns.column("gaps_min_ns")[with_gaps].min()),
             high=int(columns.column("gaps_max_ns")[with_gaps].max()),
-            buckets=columns.gaps_buckets(with_gaps),
+            histogram=columns.gaps_histogram(with_gaps),
         )
     return LatencyDetail(
         responses=responses,
@@ -190,17 +190,23 @@ def gap_distribution(gaps: Sequence[Any]) -> GapDistribution | None:
         total=sum(g.sum_ns for g in gaps),
         low=min(g.min_ns for g in gaps),
         high=max(g.max_ns for g in gaps),
-        buckets=b"".join(g.buckets for g in gaps),
+        histogram=_histogram(b"".join(g.buckets for g in gaps)),
     )
 
 
-def _pooled(
-    *, count: int, zero: int, total: int, low: int, high: int, buckets: bytes
-) -> GapDistribution:
-    """The pooled gaps from their exact totals and the histograms' buckets
-    joined (``(index, count)`` pairs, ``wire/gaps.py``)."""
+def _histogram(buckets: bytes) -> npt.NDArray[np.int64]:
+    """Histograms' buckets joined (``(index, count)`` pairs, ``wire/gaps.py``),
+    summed bucket by bucket."""
     pairs = np.frombuffer(buckets, dtype="<u4").reshape(-1, 2)
-    histogram = np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=BUCKETS)
+    return np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=BUCKETS).astype(np.int64)
+
+
+def _pooled(
+    *, count: int, zero: int, total: int, low: int, high: int, histogram: npt.NDArray[np.int64]
+) -> GapDistribution:
+    """The pooled gaps from their exact totals and their histograms summed
+    (:data:`~..wire.gaps.BUCKETS` counts; the records' own, summed a block
+    of rows at a time by ``RecordColumns.gaps_histogram``)."""
     percentiles = None
     if int(histogram.sum()) == count:
         percentiles = _percentiles(np.cumsum(histogram.astype(np.int64)), low, high)

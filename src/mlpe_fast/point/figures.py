@@ -154,6 +154,7 @@ def point_figures(
         good,
         detail,
         scraped,
+        records.spill_error,
     )
     return PointFigures(
         state=state,
@@ -194,18 +195,24 @@ def _texts(
     good: Goodput | None,
     detail: LatencyDetail | None,
     scraped: dict[str, Any] | None = None,
+    spill_error: str | None = None,
 ) -> tuple[str, str]:
     """The terminal table and ``report.txt``; an accuracy run's are its
     accuracy lines alone.  ``replicas``: several endpoints, whose shares
     the table shows.  After the summary: an agentic point's gate reads its
     full-run OSL.  ``detail``: a streaming point's latency detail, after
     the table's latency figures and after the report's breakdowns;
-    ``scraped``: the server metrics' block, whose line follows the window's."""
+    ``scraped``: the server metrics' block, whose line follows the window's;
+    ``spill_error``: why the records stopped going to their spill file
+    (``engine/record_columns.py``), a warning: the figures are whole, the
+    memory was not bounded."""
     accuracy = accuracy_lines(config, entries, summary)
     if config.mode == "acc":
         table = f"mlpe-fast accuracy: {title(config)}\n" + accuracy
         return table, table
     warnings = answers.warnings()
+    if spill_error is not None:
+        warnings.append(f"{spill_error}; set TMPDIR to a directory with room")
     shares = summary["mlpe_fast"]["endpoints"] if replicas else ()
     detail_lines = [] if detail is None else latency_detail_lines(detail)
     table = render(
