@@ -9,8 +9,10 @@ answer lengths and at two run lengths.
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import json
+import os
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -111,17 +113,21 @@ def test_past_the_rows_kept_in_memory_a_point_holds_only_its_figures_per_request
 def test_a_point_whose_records_cannot_be_spilled_keeps_them_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No room for the spill file (here: a temporary directory that does
-    not exist): the rows stay in memory, every figure is whole, and the
-    table and ``report.txt`` say why the memory was not bounded."""
+    """No room for the spill file (the run folder's disk full): the rows
+    stay in memory, every figure is whole, and the table and
+    ``report.txt`` say why the memory was not bounded."""
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     monkeypatch.setattr(record_columns, "MEMORY_ROWS", 16)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
     config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
     config = msgspec.structs.replace(config, concurrency=4, num_samples=40, max_output_tokens=8)
     with simulated_endpoint() as endpoint:
         result = asyncio.run(run_point(config, endpoint, progress=False))
     assert result.stats.completed == len(result.records) == 40
-    warning = f"records kept in memory: cannot write to {tmp_path / 'missing'}"
+    warning = f"records kept in memory: cannot write to {tmp_path / 'run'}: "
     assert warning in result.table
     assert warning in (tmp_path / "run" / "report.txt").read_text()
     assert len({r.sample_id for r in result.records}) == 40

@@ -28,7 +28,7 @@ from ..config import RunConfig
 from ..engine.audit import LoopLagProbe
 from ..engine.clock import monotonic_ns
 from ..engine.record import RequestRecord
-from ..engine.record_columns import as_columns
+from ..engine.record_columns import RecordColumns, as_columns
 from ..errors import SetupError
 from ..load.dataset import Dataset
 from ..load.requests import Prompt, RequestFeed, TokenPrompt
@@ -85,7 +85,11 @@ class LocalPerformance:
             )
             point.interrupt.watch(phase)
             chat = config.api_type == "openai"
-            measured = Measured()
+            # Rows past the last few thousand go to a file in the run folder
+            # (engine/spill.py), beside the counter's jobs: not a /tmp that
+            # may be memory.
+            folder = point.writer.path
+            measured = Measured(RecordColumns(spill_dir=None if folder is None else str(folder)))
             records = measured.records
             prompts: dict[str, PromptData] = {}
             bar = point.progress
