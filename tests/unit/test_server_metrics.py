@@ -278,7 +278,7 @@ def test_the_summary_reads_the_window_and_counter_deltas_from_its_baseline() -> 
     line = server_metrics_line(block)
     assert "5 scrapes every 0.5 s, 1 FAILED" in line and "prefix cache hits 25.0 %" in line
     assert "first failure: no answer within 1 s" in line
-    assert audit_figures(run) == {
+    assert audit_figures([run]) == {
         "metrics_scrapes": 5,
         "metrics_scrape_failures": 1,
         "metrics_bytes": 5000,
@@ -310,7 +310,7 @@ def test_a_page_not_offered_is_said_in_the_summary() -> None:
         "note": "GET u answered 404",
     }
     assert server_metrics_line(block) == "server metrics: not offered (GET u answered 404)\n"
-    assert audit_figures(run) == {}
+    assert audit_figures([run]) == {}
 
 
 # --- the report's charts -------------------------------------------------------------------
