@@ -226,10 +226,11 @@ def server_metrics(given: Given) -> str:
             bad = items[urls.index(None)]
             raise UsageError(
                 f"{where}: expected a list of http(s):// URLs of /metrics pages, one per "
-                f"endpoint, got {short(bad)} in {short(value)}"
+                f"endpoint; {short(bad)} is not one"
             )
-        if len(set(urls)) != len(urls):
-            raise UsageError(f"{where}: a page is listed twice: {short(value)}")
+        twice = [url for k, url in enumerate(urls) if url in urls[:k]]
+        if twice:
+            raise UsageError(f"{where}: {twice[0]} is listed twice: a page per endpoint")
         return ",".join(url for url in urls if url is not None)
     url = _metrics_url(items[0] if isinstance(items, list) and items else value)
     if url is None:

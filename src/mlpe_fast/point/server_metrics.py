@@ -147,8 +147,7 @@ def _not_offered_notice(
     lead = f"mlpe-fast: server metrics: GET {page.url} {probe.reason()}: not offered"
     if len(pages) == 1:
         return (
-            f"{lead}; the point is measured without them (--server-metrics URL names another "
-            "page)"
+            f"{lead}; the point is measured without them (--server-metrics URL names another page)"
         )
     named = ", ".join(f"{i} ({endpoints[i]})" for i in page.endpoints if i < len(endpoints))
     others = sum(p.offered for p in probes)

@@ -30,7 +30,9 @@ Each scrape is a line of ``server_metrics.jsonl``: ``t_ns`` (when it was
 sent, on the engine's clock, ``engine/clock.py``, the clock of the records'
 stamps), ``at`` (wall clock, ns since the epoch), ``latency_ms``,
 ``endpoint`` (the index in ``--endpoints`` of the replica whose page it is:
-the first of those the page serves) and ``url`` (the page's), the mapped
+the first of those the page serves), ``url`` (the page's), ``tick`` (the
+tick of the scrapers' grid it was sent on: several pages' scrapes of one
+tick went out together), the mapped
 values (``names.py``), and ``raw``: every series the page held, by
 ``name{labels}``; a failed scrape has ``error`` instead.
 """
@@ -227,6 +229,7 @@ class _Fetcher:
             "latency_ms": round(latency / 1e6, 3),
             "endpoint": self.endpoint,
             "url": self.url,
+            "tick": tick,
         }
         values: dict[str, float] = {}
         bad = 0
@@ -367,7 +370,7 @@ class Scraper:
         loop = asyncio.get_running_loop()
         interval = self.interval_s
         origin = loop.time() if self._origin is None else self._origin
-        tick = max(0, math.ceil((loop.time() - origin) / interval - 1e-9))
+        tick = max(0, math.floor((loop.time() - origin) / interval))  # the first: at once
         while True:
             await self._scrape_once(loop, tick)
             if self._stop.is_set():

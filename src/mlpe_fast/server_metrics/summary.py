@@ -133,9 +133,7 @@ def replicas_summary(runs: Sequence[ServerMetricsRun]) -> dict[str, Any]:
     and each replica's block (module docstring)."""
     if len(runs) == 1:
         return server_metrics_summary(runs[0])
-    blocks = [
-        {**server_metrics_summary(run), "endpoints": list(run.endpoints)} for run in runs
-    ]
+    blocks = [{**server_metrics_summary(run), "endpoints": list(run.endpoints)} for run in runs]
     read = [run for run in runs if run.offered]
     block: dict[str, Any] = {
         "replica_count": len(runs),
@@ -281,7 +279,9 @@ def _replicas_lines(block: dict[str, Any]) -> str:
             text += f"{where}: not offered ({own['note']})\n"
             continue
         parts = _parts(own)
-        failed = f", {own['failures']} of {own['scrapes']} scrapes FAILED" if own["failures"] else ""
+        failed = ""
+        if own["failures"]:
+            failed = f", {own['failures']} of {own['scrapes']} scrapes FAILED"
         text += where + ": " + (", ".join(parts) or "none of the known names") + failed + "\n"
     if block.get("first_error"):
         text += f"  first failure: {block['first_error']}\n"
