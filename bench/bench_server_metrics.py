@@ -7,6 +7,10 @@
 2. The load's figures with scraping on (every 0.1 s, ten times the
    default rate) and off, against the simulated endpoint, each point a
    round: TTFT and TPOT medians, the client's CPU per request, loop lag.
+3. The same against two replicas (two simulated endpoints): scraping off,
+   one page (the first replica's, given as a URL) and both pages (``auto``:
+   a scraper thread each), with how far apart the two pages' scrapes of a
+   tick went out.
 
     pytest bench/bench_server_metrics.py -o python_files='bench_*.py' -s
 """
@@ -194,3 +198,63 @@ def test_a_point_with_scraping(
     info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
     info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
     print(f"\nscraping {'on' if scraping else 'off'}: {info}")
+
+
+# --- beside the load of two replicas ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def replicas() -> Iterator[tuple[str, str]]:
+    flags = ("--ttft-ms", "10", "--itl-ms", "1")
+    with simulated_endpoint(flags) as a, simulated_endpoint(flags) as b:
+        yield a, b
+
+
+def _replicas_point(urls: tuple[str, str], folder: Path, pages: str) -> dict[str, Any]:
+    where = {"off": "off", "one": f"{urls[0]}/metrics", "both": "auto"}[pages]
+    argv = [
+        *("run", "--no-progress", "--endpoints", *urls, "--model", "m", "--tokenizer"),
+        str(CHAR_TOKENIZER),
+        *("--dataset", f"{DUMMY_1K},parser.prompt=text_input", "--num-samples", "384"),
+        *("--concurrency", "32", "--max-output-tokens", "64", "--report-dir", str(folder)),
+        *("--tokenizer-check", "off", "--server-metrics", where),
+        *("--server-metrics-interval", "0.1"),
+    ]
+    assert main(argv) == 0
+    summary: dict[str, Any] = json.loads(
+        (folder / "performance" / "result_summary.json").read_bytes()
+    )
+    if pages == "both":  # the two pages' scrapes of each tick: how far apart they went out
+        text = (folder / "server_metrics.jsonl").read_text()
+        lines = [json.loads(line) for line in text.splitlines()]
+        sent = [{r["tick"]: r["t_ns"] for r in lines if r["endpoint"] == k} for k in (0, 1)]
+        gaps = sorted(abs(sent[0][t] - sent[1][t]) / 1e6 for t in set(sent[0]) & set(sent[1]))
+        summary["tick_gap_ms_median"] = gaps[len(gaps) // 2]
+        summary["tick_gap_ms_max"] = gaps[-1]
+    return summary
+
+
+@pytest.mark.parametrize("pages", ["off", "one", "both"])
+@pytest.mark.benchmark(group="server metrics: a point of two replicas")
+def test_a_point_of_two_replicas(
+    benchmark: Any, replicas: tuple[str, str], tmp_path: Path, pages: str
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def one() -> None:
+        seen.append(_replicas_point(replicas, tmp_path / f"p{len(seen)}", pages))
+
+    benchmark.pedantic(one, rounds=3, iterations=1, warmup_rounds=1)
+    last = seen[-3:]
+    audit = [s["mlpe_fast"]["self_audit"] for s in last]
+    info = benchmark.extra_info
+    info["ttft_p50_ms"] = sorted(s["ttft"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["tpot_p50_ms"] = sorted(s["tpot"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["cpu_us_per_request"] = sorted(a["cpu_us_per_request"] for a in audit)[1]
+    info["loop_lag_p99_ms"] = sorted(a["loop_lag_p99_ms"] for a in audit)[1]
+    info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
+    info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
+    if pages == "both":
+        info["tick_gap_ms_median"] = sorted(s["tick_gap_ms_median"] for s in last)[1]
+        info["tick_gap_ms_max"] = max(s["tick_gap_ms_max"] for s in last)
+    print(f"\n{pages} pages of two replicas: {info}")
