@@ -11,14 +11,22 @@
    one page (the first replica's, given as a URL) and both pages (``auto``:
    a scraper thread each), with how far apart the two pages' scrapes of a
    tick went out.
+4. What a scraper thread per page costs the event loop: the lateness of a
+   1 ms timer on the loop while 0, 1 and 2 scrapers (one grid, every 0.1 s)
+   read the vLLM-shaped page above from two ``python -m http.server``
+   processes, alone on the loop (no load to blur it).
 
     pytest bench/bench_server_metrics.py -o python_files='bench_*.py' -s
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +38,7 @@ from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.server_metrics.names import map_page
 from mlpe_fast.server_metrics.prometheus import parse_page
+from mlpe_fast.server_metrics.scraper import Scraper
 
 _GAUGES = [
     "vllm:num_requests_running",
@@ -258,3 +267,73 @@ def test_a_point_of_two_replicas(
         info["tick_gap_ms_median"] = sorted(s["tick_gap_ms_median"] for s in last)[1]
         info["tick_gap_ms_max"] = max(s["tick_gap_ms_max"] for s in last)
     print(f"\n{pages} pages of two replicas: {info}")
+
+
+# --- a scraper thread per page, beside the event loop -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    root = tmp_path_factory.mktemp("pages")
+    (root / "metrics").write_bytes(PAGE_BYTES)
+    procs, urls = [], []
+    try:
+        for _ in range(2):
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "0"],
+                cwd=root,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            procs.append(proc)
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline().split(" port ")[1].split()[0])
+            urls.append(f"http://127.0.0.1:{port}/metrics")
+        yield urls
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+async def _timer_lateness(urls: list[str], seconds: float) -> tuple[list[float], int]:
+    """A 1 ms timer's lateness (ms) while ``urls`` are scraped on one grid."""
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    scrapers = [
+        Scraper(url, interval_s=0.1, endpoints=(k,), origin=origin) for k, url in enumerate(urls)
+    ]
+    for scraper in scrapers:
+        await scraper.__aenter__()
+    late = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = time.monotonic()
+        await asyncio.sleep(0.001)
+        late.append((time.monotonic() - start - 0.001) * 1e3)
+    await asyncio.gather(*(scraper.stop() for scraper in scrapers))
+    return sorted(late), sum(scraper.result().costs.scrapes for scraper in scrapers)
+
+
+@pytest.mark.parametrize("pages", [0, 1, 2])
+@pytest.mark.benchmark(group="server metrics: the loop beside a scraper per page")
+def test_the_loop_beside_a_scraper_per_page(
+    benchmark: Any, page_servers: list[str], pages: int
+) -> None:
+    seen: list[tuple[list[float], int]] = []
+    benchmark.pedantic(
+        lambda: seen.append(asyncio.run(_timer_lateness(page_servers[:pages], 2.0))),
+        rounds=3,
+        iterations=1,
+        warmup_rounds=1,
+    )
+    last = seen[-3:]
+    info = benchmark.extra_info
+    info["timer_late_p50_ms"] = sorted(late[len(late) // 2] for late, _ in last)[1]
+    info["timer_late_p99_ms"] = sorted(late[int(len(late) * 0.99)] for late, _ in last)[1]
+    info["timer_late_max_ms"] = sorted(late[-1] for late, _ in last)[1]
+    info["scrapes"] = sorted(n for _, n in last)[1]
+    print(f"\n{pages} pages scraped beside the loop: {info}")

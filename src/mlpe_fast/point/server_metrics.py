@@ -177,10 +177,6 @@ class Scraping:
         self._scrapers = scrapers
         self._interval_s = interval_s
 
-    @property
-    def scrapers(self) -> list[Scraper]:
-        return list(self._scrapers.values())
-
     async def stop(self) -> None:
         """Every scraper's last scrape, together (their last tick matches)."""
         await asyncio.gather(*(scraper.stop() for scraper in self._scrapers.values()))

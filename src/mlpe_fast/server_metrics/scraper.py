@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import http.client
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -75,11 +74,6 @@ METRICS_PATH = "/metrics"
 _MAX_PAGE = 8 << 20
 
 _encoder = msgspec.json.Encoder()
-# One page read (parsed, mapped, encoded: Python code that holds the GIL) at
-# a time in the process: several replicas' scraper threads, whose GETs go out
-# together, then take turns, so that the event loop that stamps the load
-# competes with one of them for the GIL, not with all (bench_server_metrics.py).
-_READING = threading.Lock()
 
 
 def metrics_url(setting: str, endpoint: str) -> str | None:
@@ -228,19 +222,6 @@ class _Fetcher:
         bytes read, CPU ns spent reading it, bad lines, the server family)."""
         status, body, sent, latency, error = self.get()
         at = time.time_ns() - (monotonic_ns() - sent)
-        with _READING:
-            return self._read(tick, status, body, sent, at, latency, error)
-
-    def _read(
-        self,
-        tick: int,
-        status: int | None,
-        body: bytes,
-        sent: int,
-        at: int,
-        latency: int,
-        error: str | None,
-    ) -> tuple[Scraped, bytes, int, int, int, str | None]:
         cpu = time.thread_time_ns()
         line: dict[str, Any] = {
             "t_ns": sent,
