@@ -7,14 +7,26 @@
 2. The load's figures with scraping on (every 0.1 s, ten times the
    default rate) and off, against the simulated endpoint, each point a
    round: TTFT and TPOT medians, the client's CPU per request, loop lag.
+3. The same against two replicas (two simulated endpoints): scraping off,
+   one page (the first replica's, given as a URL) and both pages (``auto``:
+   a scraper thread each), with how far apart the two pages' scrapes of a
+   tick went out.
+4. What a scraper thread per page costs the event loop: the lateness of a
+   1 ms timer on the loop while 0, 1 and 2 scrapers (one grid, every 0.1 s)
+   read the vLLM-shaped page above from two ``python -m http.server``
+   processes, alone on the loop (no load to blur it).
 
     pytest bench/bench_server_metrics.py -o python_files='bench_*.py' -s
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +38,7 @@ from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.server_metrics.names import map_page
 from mlpe_fast.server_metrics.prometheus import parse_page
+from mlpe_fast.server_metrics.scraper import Scraper
 
 _GAUGES = [
     "vllm:num_requests_running",
@@ -194,3 +207,133 @@ def test_a_point_with_scraping(
     info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
     info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
     print(f"\nscraping {'on' if scraping else 'off'}: {info}")
+
+
+# --- beside the load of two replicas ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def replicas() -> Iterator[tuple[str, str]]:
+    flags = ("--ttft-ms", "10", "--itl-ms", "1")
+    with simulated_endpoint(flags) as a, simulated_endpoint(flags) as b:
+        yield a, b
+
+
+def _replicas_point(urls: tuple[str, str], folder: Path, pages: str) -> dict[str, Any]:
+    where = {"off": "off", "one": f"{urls[0]}/metrics", "both": "auto"}[pages]
+    argv = [
+        *("run", "--no-progress", "--endpoints", *urls, "--model", "m", "--tokenizer"),
+        str(CHAR_TOKENIZER),
+        *("--dataset", f"{DUMMY_1K},parser.prompt=text_input", "--num-samples", "384"),
+        *("--concurrency", "32", "--max-output-tokens", "64", "--report-dir", str(folder)),
+        *("--tokenizer-check", "off", "--server-metrics", where),
+        *("--server-metrics-interval", "0.1"),
+    ]
+    assert main(argv) == 0
+    summary: dict[str, Any] = json.loads(
+        (folder / "performance" / "result_summary.json").read_bytes()
+    )
+    if pages == "both":  # the two pages' scrapes of each tick: how far apart they went out
+        text = (folder / "server_metrics.jsonl").read_text()
+        lines = [json.loads(line) for line in text.splitlines()]
+        sent = [{r["tick"]: r["t_ns"] for r in lines if r["endpoint"] == k} for k in (0, 1)]
+        gaps = sorted(abs(sent[0][t] - sent[1][t]) / 1e6 for t in set(sent[0]) & set(sent[1]))
+        summary["tick_gap_ms_median"] = gaps[len(gaps) // 2]
+        summary["tick_gap_ms_max"] = gaps[-1]
+    return summary
+
+
+@pytest.mark.parametrize("pages", ["off", "one", "both"])
+@pytest.mark.benchmark(group="server metrics: a point of two replicas")
+def test_a_point_of_two_replicas(
+    benchmark: Any, replicas: tuple[str, str], tmp_path: Path, pages: str
+) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def one() -> None:
+        seen.append(_replicas_point(replicas, tmp_path / f"p{len(seen)}", pages))
+
+    benchmark.pedantic(one, rounds=3, iterations=1, warmup_rounds=1)
+    last = seen[-3:]
+    audit = [s["mlpe_fast"]["self_audit"] for s in last]
+    info = benchmark.extra_info
+    info["ttft_p50_ms"] = sorted(s["ttft"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["tpot_p50_ms"] = sorted(s["tpot"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["cpu_us_per_request"] = sorted(a["cpu_us_per_request"] for a in audit)[1]
+    info["loop_lag_p99_ms"] = sorted(a["loop_lag_p99_ms"] for a in audit)[1]
+    info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
+    info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
+    if pages == "both":
+        info["tick_gap_ms_median"] = sorted(s["tick_gap_ms_median"] for s in last)[1]
+        info["tick_gap_ms_max"] = max(s["tick_gap_ms_max"] for s in last)
+    print(f"\n{pages} pages of two replicas: {info}")
+
+
+# --- a scraper thread per page, beside the event loop -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def page_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    root = tmp_path_factory.mktemp("pages")
+    (root / "metrics").write_bytes(PAGE_BYTES)
+    procs, urls = [], []
+    try:
+        for _ in range(2):
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "http.server", "--bind", "127.0.0.1", "0"],
+                cwd=root,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            procs.append(proc)
+            assert proc.stdout is not None
+            port = int(proc.stdout.readline().split(" port ")[1].split()[0])
+            urls.append(f"http://127.0.0.1:{port}/metrics")
+        yield urls
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+async def _timer_lateness(urls: list[str], seconds: float) -> tuple[list[float], int]:
+    """A 1 ms timer's lateness (ms) while ``urls`` are scraped on one grid."""
+    loop = asyncio.get_running_loop()
+    origin = loop.time()
+    scrapers = [
+        Scraper(url, interval_s=0.1, endpoints=(k,), origin=origin) for k, url in enumerate(urls)
+    ]
+    for scraper in scrapers:
+        await scraper.__aenter__()
+    late = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        start = time.monotonic()
+        await asyncio.sleep(0.001)
+        late.append((time.monotonic() - start - 0.001) * 1e3)
+    await asyncio.gather(*(scraper.stop() for scraper in scrapers))
+    return sorted(late), sum(scraper.result().costs.scrapes for scraper in scrapers)
+
+
+@pytest.mark.parametrize("pages", [0, 1, 2])
+@pytest.mark.benchmark(group="server metrics: the loop beside a scraper per page")
+def test_the_loop_beside_a_scraper_per_page(
+    benchmark: Any, page_servers: list[str], pages: int
+) -> None:
+    seen: list[tuple[list[float], int]] = []
+    benchmark.pedantic(
+        lambda: seen.append(asyncio.run(_timer_lateness(page_servers[:pages], 2.0))),
+        rounds=3,
+        iterations=1,
+        warmup_rounds=1,
+    )
+    last = seen[-3:]
+    info = benchmark.extra_info
+    info["timer_late_p50_ms"] = sorted(late[len(late) // 2] for late, _ in last)[1]
+    info["timer_late_p99_ms"] = sorted(late[int(len(late) * 0.99)] for late, _ in last)[1]
+    info["timer_late_max_ms"] = sorted(late[-1] for late, _ in last)[1]
+    info["scrapes"] = sorted(n for _, n in last)[1]
+    print(f"\n{pages} pages scraped beside the loop: {info}")

@@ -298,3 +298,23 @@ def test_default_name() -> None:
         "name": "offline_benchmark"
     }
     assert apply(rules.default_name, given(name="mine")) == {}
+
+
+def test_server_metrics_page_per_endpoint() -> None:
+    rule = rules.server_metrics_page_per_endpoint
+    two = ("http://a:1", "http://b:1")
+    pages = "http://a:1/metrics,http://b:1/metrics"
+    assert apply(rule, given({"server_metrics": pages}), endpoints=two) == {}
+    assert apply(rule, given({"server_metrics": "http://g/m"}), endpoints=two) == {}
+    assert apply(rule, given(), endpoints=two) == {}  # auto
+    from_yaml = GivenSettings(
+        {"server_metrics": Given(pages, "mlpe_fast.server_metrics")}, frozenset()
+    )
+    assert refusal(rule, from_yaml, endpoints=()) == (
+        "mlpe_fast.server_metrics: 2 pages for 1 endpoint: give one URL per endpoint, in "
+        "--endpoints order, or one URL for all"
+    )  # no --endpoints: the demo's one simulated endpoint
+    three = "http://a:1/m,http://b:1/m,http://c:1/m"
+    assert refusal(rule, given({"server_metrics": three}), endpoints=two).startswith(
+        "--server_metrics: 3 pages for 2 endpoints"  # the helper names a flag by its setting
+    )

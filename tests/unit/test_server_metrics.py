@@ -278,7 +278,7 @@ def test_the_summary_reads_the_window_and_counter_deltas_from_its_baseline() -> 
     line = server_metrics_line(block)
     assert "5 scrapes every 0.5 s, 1 FAILED" in line and "prefix cache hits 25.0 %" in line
     assert "first failure: no answer within 1 s" in line
-    assert audit_figures(run) == {
+    assert audit_figures([run]) == {
         "metrics_scrapes": 5,
         "metrics_scrape_failures": 1,
         "metrics_bytes": 5000,
@@ -310,7 +310,7 @@ def test_a_page_not_offered_is_said_in_the_summary() -> None:
         "note": "GET u answered 404",
     }
     assert server_metrics_line(block) == "server metrics: not offered (GET u answered 404)\n"
-    assert audit_figures(run) == {}
+    assert audit_figures([run]) == {}
 
 
 # --- the report's charts -------------------------------------------------------------------
@@ -338,3 +338,214 @@ def test_the_report_draws_each_point_with_scrapes_and_a_failed_scrape_is_a_gap(
     # two runs of each line around the failed scrape
     assert section.count("<polyline") == 4
     assert server_metrics_section([("concurrency 2", without)]) == ""
+
+
+# --- several replicas' pages ---------------------------------------------------------------
+
+
+def _ticked(tick: int, **values: float) -> Scraped:
+    return Scraped(100 * tick, 100 * tick, 1_000_000, values, None, tick)
+
+
+def _replica(endpoint: int, scrapes: list[Scraped], **fields: object) -> ServerMetricsRun:
+    from mlpe_fast.server_metrics.scraper import ScrapeCosts
+
+    failures = sum(s.error is not None for s in scrapes)
+    fields.setdefault("first_error", next((s.error for s in scrapes if s.error), None))
+    costs = ScrapeCosts(len(scrapes), failures, 1000 * len(scrapes), 10**6, 2 * 10**6, 0)
+    return ServerMetricsRun(
+        f"http://h{endpoint}/metrics",
+        True,
+        str(fields.pop("family", "vllm")),
+        scrapes,
+        costs,
+        tracking_start_ns=150,  # ticks 0 and 1 are the warmup's
+        interval_s=0.1,
+        endpoints=(endpoint,),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def _counters(queries: float, hits: float, preempted: float) -> dict[str, float]:
+    return {
+        "prefix_cache_queries": queries,
+        "prefix_cache_hits": hits,
+        "spec_draft_tokens": queries / 10,
+        "spec_accepted_tokens": hits / 10,
+        "preemptions": preempted,
+    }
+
+
+def test_replicas_totals_sum_each_tick_and_the_counter_deltas() -> None:
+    from mlpe_fast.server_metrics.summary import replicas_summary
+
+    a = _replica(
+        0,
+        [
+            _ticked(1, running=1, waiting=0, kv_cache_usage=0.1, **_counters(100, 0, 0)),
+            _ticked(2, running=3, waiting=1, kv_cache_usage=0.2, **_counters(200, 50, 1)),
+            _ticked(3, running=1, waiting=0, kv_cache_usage=0.6, **_counters(300, 100, 1)),
+            _ticked(4, running=2, waiting=0, kv_cache_usage=0.1, **_counters(400, 150, 2)),
+        ],
+    )
+    b = _replica(
+        1,
+        [
+            _ticked(1, running=0, waiting=0, kv_cache_usage=0.0, **_counters(10, 0, 5)),
+            _ticked(2, running=1, waiting=0, kv_cache_usage=0.3, **_counters(40, 0, 5)),
+            Scraped(300, 300, 10**6, {}, "no answer within 1 s", 3),  # tick 3: not a round
+            _ticked(4, running=3, waiting=2, kv_cache_usage=0.4, **_counters(110, 0, 6)),
+        ],
+    )
+    block = replicas_summary([a, b])
+    assert (block["replica_count"], block["replicas_read"], block["offered"]) == (2, 2, True)
+    assert (block["scrapes"], block["failures"]) == (8, 1)
+    assert block["first_error"] == "endpoint 1: no answer within 1 s"
+    assert block["rounds_in_window"] == 2  # ticks 2 and 4: both answered in the window
+    # sums per tick: running 3+1=4 and 2+3=5; not the maxima's sum (3+3=6)
+    assert block["running"] == {"mean": 4.5, "max": 5.0}
+    assert block["waiting"] == {"mean": 1.5, "max": 2.0}
+    assert block["kv_cache_usage_max"] == 0.6  # a's, at a tick b did not answer
+    # deltas from tick 1 (the last before the window) to each one's last
+    assert block["prefix_cache_queries"] == (400 - 100) + (110 - 10)
+    assert block["prefix_cache_hit_rate"] == pytest.approx(150 / 400)  # weighted by tokens
+    assert block["spec_acceptance_rate"] == pytest.approx(15 / 40)
+    assert block["preemptions"] == 2 + 1
+    own = block["replicas"]
+    assert [r["endpoints"] for r in own] == [[0], [1]]
+    assert own[0]["running"] == {"mean": 2.0, "max": 3.0}
+    assert own[1]["prefix_cache_hit_rate"] == 0.0 and own[1]["failures"] == 1
+    assert audit_figures([a, b]) == {
+        "metrics_scrapes": 8,
+        "metrics_scrape_failures": 1,
+        "metrics_bytes": 8000,
+        "metrics_parse_cpu_ms": 2.0,
+        "metrics_scrape_ms_mean": 0.5,
+    }
+    text = server_metrics_line(block)
+    lines = text.splitlines()
+    assert lines[0].startswith(
+        "server metrics (2 replicas, vllm names, 8 scrapes every 0.1 s, 1 FAILED): "
+        "running mean 4.5 max 5, waiting mean 1.5 max 2, KV cache max 60.0 %, "
+        "prefix cache hits 37.5 %, spec acceptance 37.5 %, preemptions 3"
+    )
+    assert lines[1].startswith("  endpoint 0 (http://h0/metrics): running mean 2.0 max 3")
+    assert lines[2].endswith(", 1 of 4 scrapes FAILED")
+    assert lines[3] == "  first failure: endpoint 1: no answer within 1 s"
+
+
+def test_a_replica_s_missing_counter_leaves_that_total_out_and_one_page_keeps_its_keys() -> None:
+    from mlpe_fast.server_metrics.summary import replicas_summary
+
+    vllm = _replica(
+        0,
+        [
+            _ticked(2, running=1, **_counters(0, 0, 0)),
+            _ticked(3, running=2, **_counters(100, 40, 1)),
+        ],
+    )
+    sglang = _replica(
+        1,
+        [
+            _ticked(2, running=2, prefix_cache_hit_rate=0.5, preemptions=0),
+            _ticked(3, running=2, prefix_cache_hit_rate=0.7, preemptions=2),
+        ],
+        family="sglang",
+    )
+    block = replicas_summary([vllm, sglang])
+    assert block["family"] == "mixed"
+    assert block["running"] == {"mean": 3.5, "max": 4.0}
+    # SGLang says a rate, not its counts: no total, each replica its own figure
+    assert block["prefix_cache_hit_rate"] is None and block["prefix_cache_queries"] is None
+    assert [r["prefix_cache_hit_rate"] for r in block["replicas"]] == [0.4, pytest.approx(0.6)]
+    assert block["preemptions"] == 1 + 2
+    assert block["kv_cache_usage_max"] is None
+    # one page: the one page's block, key for key
+    assert replicas_summary([vllm]) == server_metrics_summary(vllm)
+
+
+def msgspec_replace(run: ServerMetricsRun, scrapes: list[Scraped]) -> ServerMetricsRun:
+    import msgspec
+
+    return msgspec.structs.replace(run, scrapes=scrapes)
+
+
+def test_replicas_not_offered_are_said_and_left_out_of_the_totals() -> None:
+    from mlpe_fast.server_metrics.summary import replicas_summary
+
+    read = _replica(0, [_ticked(2, running=2), _ticked(3, running=4)])
+    bare = ServerMetricsRun(
+        "http://h1/metrics",
+        False,
+        interval_s=0.1,
+        note="GET http://h1/metrics answered 404",
+        endpoints=(1,),
+    )
+    block = replicas_summary([read, bare])
+    assert (block["replicas_read"], block["offered"]) == (1, True)
+    assert block["running"] == {"mean": 3.0, "max": 4.0} and block["rounds_in_window"] == 2
+    lines = server_metrics_line(block).splitlines()
+    assert lines[0].startswith("server metrics (2 replicas, 1 not offered, vllm names, 2 scrapes")
+    assert lines[2] == (
+        "  endpoint 1 (http://h1/metrics): not offered (GET http://h1/metrics answered 404)"
+    )
+    none = replicas_summary([msgspec_replace(bare, []), bare])
+    assert none["offered"] is False and none["note"] == "no page of the 2 replicas is offered"
+    assert server_metrics_line(none).splitlines()[0] == (
+        "server metrics: not offered by any of the 2 replicas"
+    )
+    assert audit_figures([bare, bare]) == {}
+
+
+def test_the_pages_of_several_endpoints() -> None:
+    from mlpe_fast.point.server_metrics import MetricsPage, metrics_pages
+
+    endpoints = ["http://h:8000/v1", "http://h:8001", "http://h:8000/team"]
+    # auto: a page per origin, of every endpoint on it
+    assert metrics_pages("auto", endpoints) == [
+        MetricsPage("http://h:8000/metrics", (0, 2)),
+        MetricsPage("http://h:8001/metrics", (1,)),
+    ]
+    assert metrics_pages("off", endpoints) == []
+    assert metrics_pages("http://g/m", endpoints) == [MetricsPage("http://g/m", (0, 1, 2))]
+    assert metrics_pages("http://a/m,http://b/m", endpoints[:2]) == [
+        MetricsPage("http://a/m", (0,)),
+        MetricsPage("http://b/m", (1,)),
+    ]
+
+
+def test_server_metrics_takes_a_list_of_urls_from_a_flag_or_yaml() -> None:
+    from mlpe_fast.config.given import Given
+    from mlpe_fast.config.request_extras import server_metrics
+    from mlpe_fast.errors import UsageError
+
+    assert server_metrics(Given(" http://a/m , http://b/m", "--server-metrics")) == (
+        "http://a/m,http://b/m"
+    )
+    assert server_metrics(Given(["http://a/m", "http://b/m"], "mlpe_fast.server_metrics")) == (
+        "http://a/m,http://b/m"
+    )
+    assert server_metrics(Given(["http://a/m"], "mlpe_fast.server_metrics")) == "http://a/m"
+    with pytest.raises(UsageError, match="'ftp://b' is not one"):
+        server_metrics(Given(["http://a/m", "ftp://b"], "mlpe_fast.server_metrics"))
+    with pytest.raises(UsageError, match="expected auto, off or an http"):
+        server_metrics(Given([], "mlpe_fast.server_metrics"))
+
+
+def test_the_report_draws_a_series_of_each_replica(tmp_path: Path) -> None:
+    from mlpe_fast.report.server_metrics import REPLICA_COLOURS, server_metrics_section
+
+    rows = [
+        {"t_ns": t * 10**8, "endpoint": k, "tick": t, "values": {"running": t + k, "waiting": 0}}
+        for t in range(4)
+        for k in (0, 1)
+    ]
+    (tmp_path / "server_metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    section = server_metrics_section([("concurrency 4", tmp_path)])
+    assert section.count("<polyline") == 4  # running and waiting of each replica
+    for k in (0, 1):
+        colour = REPLICA_COLOURS[k]
+        assert f'<span style="color:{colour}">endpoint {k} running</span>' in section
+        assert f'<span style="color:{colour}">endpoint {k} waiting</span>' in section
+    assert section.count('stroke-dasharray="4 3"') == 2  # waiting dashed
+    assert "8 scrapes of 2 replicas" in section

@@ -15,8 +15,8 @@ Spec §3.1 (``mlcommons/endpoints:docs/OUTPUT_STRUCTURE.md``)::
     │                                     point.yaml block (fixed-concurrency points)
     ├── server_calls.json                 mlpe-fast's calls before the load: tokenizer
     │                                     check, prefix-cache resets, the metrics probe
-    ├── server_metrics.jsonl              the server's /metrics scraped through the
-    │                                     point, one line a scrape (when offered)
+    ├── server_metrics.jsonl              the servers' /metrics scraped through the
+    │                                     point (each replica's), one line a scrape
     └── metrics/final_snapshot.json       the counters and series the summary came from
         metrics/.ready                    touched once final_snapshot.json is written
 

@@ -210,30 +210,54 @@ MIN_SERVER_METRICS_INTERVAL_S = 0.1
 
 
 def server_metrics(given: Given) -> str:
-    """``auto`` (the endpoint's origin + ``/metrics``), ``off``, or the
-    http(s) URL of the page; a YAML boolean is auto or off."""
+    """``auto`` (each endpoint's origin + ``/metrics``), ``off``, or the
+    http(s) URL of the page, or a list of them, one per endpoint
+    (``URL,URL`` or a YAML list; kept as ``URL,URL``: ``rules.py`` matches
+    it to the endpoints); a YAML boolean is auto or off."""
     value, where = given
     if isinstance(value, bool):
         return "auto" if value else "off"
     if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
         return value.strip().lower()
-    if isinstance(value, str):
-        url = value.strip()
-        parts = urlsplit(url)
-        if (
-            parts.scheme in ("http", "https")
-            and parts.hostname
-            and not any(c.isspace() or c == "\0" for c in url)
-        ):
-            try:
-                parts.port  # noqa: B018 - raises for a bad port
-            except ValueError:
-                pass
-            else:
-                return url
-    raise UsageError(
-        f"{where}: expected auto, off or an http(s):// URL of a /metrics page, got {short(value)}"
-    )
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, list) and len(items) > 1:
+        urls = [_metrics_url(item) for item in items]
+        if None in urls:
+            bad = items[urls.index(None)]
+            raise UsageError(
+                f"{where}: expected a list of http(s):// URLs of /metrics pages, one per "
+                f"endpoint; {short(bad)} is not one"
+            )
+        twice = [url for k, url in enumerate(urls) if url in urls[:k]]
+        if twice:
+            raise UsageError(f"{where}: {twice[0]} is listed twice: a page per endpoint")
+        return ",".join(url for url in urls if url is not None)
+    url = _metrics_url(items[0] if isinstance(items, list) and items else value)
+    if url is None:
+        raise UsageError(
+            f"{where}: expected auto, off or an http(s):// URL of a /metrics page, got "
+            f"{short(value)}"
+        )
+    return url
+
+
+def _metrics_url(item: object) -> str | None:
+    """An http(s) URL with a host (None: not one)."""
+    if not isinstance(item, str):
+        return None
+    url = item.strip()
+    parts = urlsplit(url)
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or any(c.isspace() or c == "\0" for c in url)
+    ):
+        return None
+    try:
+        parts.port  # noqa: B018 - raises for a bad port
+    except ValueError:
+        return None
+    return url
 
 
 def server_metrics_interval(given: Given) -> float:

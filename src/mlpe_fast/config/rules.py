@@ -64,6 +64,7 @@ __all__ = (
     "poisson_needs_a_rate",
     "rate_curve_or_point",
     "route_matches_api_type",
+    "server_metrics_page_per_endpoint",
     "synthetic_datasets",
     "token_datasets",
     "unique_dataset_names",
@@ -308,6 +309,22 @@ def route_matches_api_type(given: GivenSettings, values: Values) -> Values:
             f"--endpoints names the route {route}, but the API type {api_type} "
             f"sends to {ROUTE_OF[api_type]}: add --api-type {ROUTES[route]}, "
             "or give the base URL only"
+        )
+    return _NONE
+
+
+def server_metrics_page_per_endpoint(given: GivenSettings, values: Values) -> Values:
+    """A list of ``--server-metrics`` URLs names each endpoint's page, in
+    ``--endpoints`` order (``point/server_metrics.py``): one for each
+    (the demo's simulated endpoint is one); a single URL is every endpoint's."""
+    pages = values["server_metrics"].split(",")
+    endpoints = max(1, len(values["endpoints"]))
+    if len(pages) > 1 and len(pages) != endpoints:
+        where = given.where("server_metrics", "--server-metrics")
+        raise UsageError(
+            f"{where}: {len(pages)} pages for {endpoints} endpoint"
+            f"{'s' if endpoints > 1 else ''}: give one URL per endpoint, in --endpoints order, "
+            "or one URL for all"
         )
     return _NONE
 
@@ -678,6 +695,7 @@ RULES: tuple[Rule, ...] = (
     model_with_endpoints,
     api_key,
     route_matches_api_type,
+    server_metrics_page_per_endpoint,
     durations_in_order,
     warmup_from_yaml,
     derived_seeds,

@@ -394,8 +394,9 @@ SETTINGS: tuple[Setting, ...] = (
         # server_metrics/scraper.py: beside the load, on a connection of its own
         name="server_metrics", default="auto", convert=request_extras.server_metrics,
         flags=(Flag(name="--server-metrics", group="output", metavar="WHERE",
-                    help="read the server's Prometheus metrics through each point: auto "
-                    "(default: the endpoint's /metrics, when it offers one), off, or a URL"),),
+                    help="read the servers' Prometheus metrics through each point: auto "
+                    "(default: each endpoint's /metrics, when it offers one), off, a URL, or "
+                    "URL,URL (one per endpoint)"),),
         yaml_keys=("mlpe_fast.server_metrics",),
     ),
     Setting(

@@ -38,7 +38,7 @@ from ..report.latency_detail import latency_detail_lines
 from ..report.table import render
 from ..scale.driver import audit_engines
 from ..server_metrics.scraper import ServerMetricsRun
-from ..server_metrics.summary import audit_figures, server_metrics_line, server_metrics_summary
+from ..server_metrics.summary import audit_figures, replicas_summary, server_metrics_line
 from .measured import Measured
 
 __all__ = ("PointFigures", "point_figures", "title")
@@ -77,7 +77,7 @@ def point_figures(
     interrupted: bool,
     dataset_size: int | None,
     now_ns: int,
-    server_metrics: ServerMetricsRun | None = None,
+    server_metrics: Sequence[ServerMetricsRun] | None = None,
 ) -> PointFigures:
     """The figures of one point.
 
@@ -86,9 +86,9 @@ def point_figures(
     ``interrupted``: a signal stopped the point; ``dataset_size``: the
     performance dataset's size (None: no such dataset, as in an agentic
     run), which the steady-state analysis needs; ``now_ns``: the snapshot's
-    timestamp; ``server_metrics``: the server's metrics scraped through the
-    point (None: not asked for), summed up beside the client's figures and
-    their cost in the self-audit.
+    timestamp; ``server_metrics``: the servers' metrics scraped through the
+    point, a run per page (None: not asked for), summed up beside the
+    client's figures and their cost in the self-audit.
     """
     records = as_columns(measured.records)
     run = measured.engines
@@ -103,7 +103,7 @@ def point_figures(
     audit = _audit(measured, client)
     if server_metrics is not None:
         audit = msgspec.structs.replace(audit, **audit_figures(server_metrics))
-    scraped = None if server_metrics is None else server_metrics_summary(server_metrics)
+    scraped = None if not server_metrics else replicas_summary(server_metrics)
     answers = check_answers(
         kept,
         kept_counts,

@@ -80,17 +80,14 @@ async def run_point(
     urls = (endpoints,) if isinstance(endpoints, str) else tuple(endpoints)
     async with open_point(config, urls, err=err, progress=progress, ray_clocks=ray_clocks) as point:
         phase = performance_phase(point)
-        metrics = point.metrics.not_offered
+        metrics = point.metrics.not_offered(config.server_metrics_interval_s)
         if phase is None:
             measured = Measured()
         else:
-            async with scraping(config, point.metrics, point.writer) as scraper:
+            async with scraping(config, point.metrics, point.writer) as scrapes:
                 measured = await phase.run(point)
-            if scraper is not None:
-                metrics = scraper.result()
-                metrics = msgspec.structs.replace(
-                    metrics, tracking_start_ns=measured.tracking_start
-                )
+            if scrapes is not None:
+                metrics = scrapes.runs(measured.tracking_start)
         entries = [] if measured.inline_entry is None else [measured.inline_entry]
         for scored in point.inputs.accuracy:
             if point.interrupt.requested:

@@ -187,7 +187,7 @@ async def _server_calls(
 ) -> tuple[dict[str, Any], MetricsPlan]:
     """The calls before the load, in this order: the tokenizer check
     (``tokenizer_check.py``: its texts must not stay in the cache), the
-    prefix caches emptied (``prefix_cache.py``), then the metrics page
+    prefix caches emptied (``prefix_cache.py``), then the metrics pages
     asked once (``server_metrics.py``); what they did, for the run folder's
     ``server_calls.json``, and what is to be scraped."""
     datasets = [d for d in (inputs.dataset, *inputs.accuracy) if d is not None]

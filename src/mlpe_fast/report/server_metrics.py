@@ -1,6 +1,9 @@
 """The server's metrics of each point of a curve, drawn in its HTML report:
 running and waiting requests against time, one small chart per point,
 from the point's ``server_metrics.jsonl`` (``server_metrics/scraper.py``).
+A point of several replicas' pages draws a series of each for every
+replica (the lines' ``endpoint``): a colour per replica, running solid and
+waiting dashed.
 
 Time runs from the point's first scrape, in seconds; a failed scrape is a
 gap in the lines.  A point without the file (not offered, ``off``, or
@@ -12,14 +15,16 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ("SERIES_DRAWN", "read_series", "server_metrics_section")
+__all__ = ("REPLICA_COLOURS", "SERIES_DRAWN", "read_series", "server_metrics_section")
 
 #: What each chart draws, and in which colour.
 SERIES_DRAWN = (("running", "#1e88e5"), ("waiting", "#fb8c00"))
+#: Several replicas' colours, by their order (then again); waiting is dashed.
+REPLICA_COLOURS = ("#1e88e5", "#e53935", "#43a047", "#8e24aa", "#fb8c00", "#00897b")
 _FILE = "server_metrics.jsonl"
 _W, _H, _PAD = 420.0, 160.0, 34.0
 
@@ -43,10 +48,20 @@ def read_series(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def _replicas(rows: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The rows by the replica whose page they are of (``endpoint``; a line
+    without one, written before several pages were read, is endpoint 0)."""
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for row in rows:
+        endpoint = row.get("endpoint", 0)
+        groups.setdefault(endpoint if isinstance(endpoint, int) else 0, []).append(row)
+    return dict(sorted(groups.items()))
+
+
 def _chart(label: str, rows: Sequence[dict[str, Any]]) -> str:
     e = html.escape
-    t0 = rows[0]["t_ns"]
-    span = max(1e-9, (rows[-1]["t_ns"] - t0) / 1e9)
+    t0 = min(r["t_ns"] for r in rows)
+    span = max(1e-9, (max(r["t_ns"] for r in rows) - t0) / 1e9)
     top = max(
         [1.0]
         + [
@@ -71,33 +86,52 @@ def _chart(label: str, rows: Sequence[dict[str, Any]]) -> str:
         f'<text x="{_PAD - 4}" y="{y(0) + 4:.1f}" text-anchor="end" font-size="10">0</text>',
         f'<text x="{_W - _PAD}" y="{_H - 6}" text-anchor="end" font-size="10">{span:,.1f} s</text>',
     ]
+    replicas = _replicas(rows)
+    several = len(replicas) > 1
     legend = []
-    for name, colour in SERIES_DRAWN:
-        runs: list[list[str]] = [[]]
-        for row in rows:
-            values = row.get("values")
-            if not isinstance(values, dict) or name not in values:
-                if runs[-1]:
-                    runs.append([])  # a failed scrape: a gap
-                continue
-            runs[-1].append(f"{x(row['t_ns']):.1f},{y(float(values[name])):.1f}")
-        drawn = [run for run in runs if run]
-        for run in drawn:
-            parts.append(
-                f'<polyline fill="none" stroke="{colour}" stroke-width="1.5" '
-                f'points="{" ".join(run)}"/>'
-            )
-        if drawn:
-            legend.append(f'<span style="color:{colour}">{e(name)}</span>')
+    for k, (endpoint, own) in enumerate(replicas.items()):
+        for name, colour in SERIES_DRAWN:
+            dash = ""
+            if several:
+                colour = REPLICA_COLOURS[k % len(REPLICA_COLOURS)]
+                dash = ' stroke-dasharray="4 3"' if name == "waiting" else ""
+            drawn = _runs(own, name, x, y)
+            for run in drawn:
+                parts.append(
+                    f'<polyline fill="none" stroke="{colour}" stroke-width="1.5"{dash} '
+                    f'points="{" ".join(run)}"/>'
+                )
+            if drawn:
+                said = f"endpoint {endpoint} {name}" if several else name
+                legend.append(f'<span style="color:{colour}">{e(said)}</span>')
     failed = sum(1 for r in rows if "error" in r)
     note = f", {failed} failed scrapes" if failed else ""
+    pages = f" of {len(replicas)} replicas" if several else ""
     return (
         f'<figure class="server-metrics"><figcaption>{e(label)}: '
         f"{' / '.join(legend) or 'no known series'} requests over time ({len(rows)} scrapes"
-        f"{note})</figcaption>"
+        f"{pages}{note})</figcaption>"
         f'<svg viewBox="0 0 {_W:.0f} {_H:.0f}" width="{_W:.0f}" height="{_H:.0f}" '
         f'role="img">{"".join(parts)}</svg></figure>'
     )
+
+
+def _runs(
+    rows: Sequence[dict[str, Any]],
+    name: str,
+    x: Callable[[int], float],
+    y: Callable[[float], float],
+) -> list[list[str]]:
+    """One series' polylines' points: a failed scrape ends a run (a gap)."""
+    runs: list[list[str]] = [[]]
+    for row in rows:
+        values = row.get("values")
+        if not isinstance(values, dict) or name not in values:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append(f"{x(row['t_ns']):.1f},{y(float(values[name])):.1f}")
+    return [run for run in runs if run]
 
 
 def server_metrics_section(points: Sequence[tuple[str, Path]]) -> str:

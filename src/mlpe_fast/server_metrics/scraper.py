@@ -16,14 +16,23 @@ no answer) means the server offers no metrics, which the run says once and recor
 measured without them; a URL given explicitly that does not answer with a
 page stops the run before the load, as a mistake.  :class:`Scraper` then
 scrapes from the point's start (its warmup included) to its end: one
-scrape at once, then one every interval, then a last one when the load is
-done (so that counter deltas cover the point).  A failure mid-point (an
+scrape at once, then one on each tick of a grid of the interval, then a
+last one when the load is done (so that counter deltas cover the point).
+Several replicas' pages (``point/server_metrics.py``) are each scraped by a
+:class:`Scraper` of their own -- their own connection and thread, so that
+a slow replica never delays another's scrape -- on one grid: their scrapes
+of a tick go out together, which is what lets the summary add their
+readings up (``summary.py``).  A failure mid-point (an
 error status, no answer within the timeout, a page that cannot be read) is
 counted and the next scrape goes on; it never stops the load.
 
 Each scrape is a line of ``server_metrics.jsonl``: ``t_ns`` (when it was
 sent, on the engine's clock, ``engine/clock.py``, the clock of the records'
-stamps), ``at`` (wall clock, ns since the epoch), ``latency_ms``, the mapped
+stamps), ``at`` (wall clock, ns since the epoch), ``latency_ms``,
+``endpoint`` (the index in ``--endpoints`` of the replica whose page it is:
+the first of those the page serves), ``url`` (the page's), ``tick`` (the
+tick of the scrapers' grid it was sent on: several pages' scrapes of one
+tick went out together), the mapped
 values (``names.py``), and ``raw``: every series the page held, by
 ``name{labels}``; a failed scrape has ``error`` instead.
 """
@@ -86,13 +95,16 @@ def scrape_timeout_s(interval_s: float) -> float:
 
 class Scraped(msgspec.Struct, frozen=True, gc=False):
     """One scrape as the figures read it (its raw series go to the file
-    only): when, how long it took, the mapped values, or why none."""
+    only): when, how long it took, the mapped values, or why none; and the
+    tick of the scrapers' grid it was sent on (the point's last scrape: the
+    tick it stood in for), by which several pages' scrapes are matched."""
 
     t_ns: int
     at_ns: int
     latency_ns: int
     values: dict[str, float]
     error: str | None = None
+    tick: int = 0
 
 
 class ScrapeCosts(msgspec.Struct, frozen=True, gc=False):
@@ -107,10 +119,11 @@ class ScrapeCosts(msgspec.Struct, frozen=True, gc=False):
 
 
 class ServerMetricsRun(msgspec.Struct, frozen=True, gc=False):
-    """A point's server metrics: the URL, whether the server offers them
-    (``note`` says why not), the family its names are of, every scrape in
-    order, what they cost, and the point's tracking start (engine clock),
-    from which the summary reads."""
+    """A point's server metrics from one page: the URL, whether the server
+    offers them (``note`` says why not), the family its names are of, every
+    scrape in order, what they cost, the point's tracking start (engine
+    clock), from which the summary reads, and the endpoints whose page it
+    is (indices in ``--endpoints``)."""
 
     url: str
     offered: bool
@@ -121,6 +134,7 @@ class ServerMetricsRun(msgspec.Struct, frozen=True, gc=False):
     interval_s: float = 1.0
     note: str | None = None
     first_error: str | None = None
+    endpoints: tuple[int, ...] = (0,)
 
 
 class Probe(msgspec.Struct, frozen=True, gc=False):
@@ -166,8 +180,10 @@ class _Fetcher:
         headers: Sequence[tuple[str, str]],
         ca_bundle: str | None,
         insecure: bool,
+        endpoint: int = 0,
     ) -> None:
         self.url = url
+        self.endpoint = endpoint
         parts = urlsplit(url)
         self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self.fields = side_fields(api_key, headers, accept="text/plain;version=0.0.4, */*;q=0.1")
@@ -201,13 +217,20 @@ class _Fetcher:
         self.close()
         return None, b"", sent, monotonic_ns() - sent, error
 
-    def scrape(self) -> tuple[Scraped, bytes, int, int, int, str | None]:
-        """One scrape read: (its figures, its file line, bytes read, CPU
-        ns spent reading it, bad lines, the server family)."""
+    def scrape(self, tick: int = 0) -> tuple[Scraped, bytes, int, int, int, str | None]:
+        """One scrape read, sent on ``tick``: (its figures, its file line,
+        bytes read, CPU ns spent reading it, bad lines, the server family)."""
         status, body, sent, latency, error = self.get()
         at = time.time_ns() - (monotonic_ns() - sent)
         cpu = time.thread_time_ns()
-        line: dict[str, Any] = {"t_ns": sent, "at": at, "latency_ms": round(latency / 1e6, 3)}
+        line: dict[str, Any] = {
+            "t_ns": sent,
+            "at": at,
+            "latency_ms": round(latency / 1e6, 3),
+            "endpoint": self.endpoint,
+            "url": self.url,
+            "tick": tick,
+        }
         values: dict[str, float] = {}
         bad = 0
         family = None
@@ -231,7 +254,7 @@ class _Fetcher:
             line["error"] = error
         encoded = _encoder.encode(line) + b"\n"
         cpu = time.thread_time_ns() - cpu
-        scraped = Scraped(sent, at, latency, values, error)
+        scraped = Scraped(sent, at, latency, values, error, tick)
         return scraped, encoded, len(body), cpu, bad, family
 
     def close(self) -> None:
@@ -274,10 +297,17 @@ async def probe_server_metrics(
 
 
 class Scraper:
-    """Scrapes ``url`` every ``interval_s`` while it runs (``async with``),
-    each scrape's line written through ``write`` (the run folder's
-    ``server_metrics.jsonl``; None: no folder); :meth:`result` is the
-    point's :class:`ServerMetricsRun`."""
+    """Scrapes ``url`` on every tick of a grid of ``interval_s`` while it
+    runs (``async with``), each scrape's line written through ``write``
+    (the run folder's ``server_metrics.jsonl``; None: no folder);
+    :meth:`result` is the point's :class:`ServerMetricsRun`.
+
+    ``origin``: the grid's start on the event loop's clock (``loop.time()``;
+    None: when it starts), shared by the scrapers of several pages so that
+    theirs go out together.  A scrape that outlasts its tick skips the
+    ticks it ran over (one scrape at a time, never piling up).
+    ``endpoints``: the indices in ``--endpoints`` of the replicas whose
+    page it is (the first names the file's lines)."""
 
     def __init__(
         self,
@@ -289,9 +319,13 @@ class Scraper:
         headers: Sequence[tuple[str, str]] = (),
         ca_bundle: str | None = None,
         insecure: bool = False,
+        endpoints: Sequence[int] = (0,),
+        origin: float | None = None,
     ) -> None:
         self.url = url
         self.interval_s = interval_s
+        self.endpoints = tuple(endpoints)
+        self._origin = origin
         self._write = write
         self._fetcher = _Fetcher(
             url,
@@ -300,6 +334,7 @@ class Scraper:
             headers=headers,
             ca_bundle=ca_bundle,
             insecure=insecure,
+            endpoint=self.endpoints[0],
         )
         # One thread: one scrape at a time, the connection never shared.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlpe-metrics")
@@ -334,23 +369,27 @@ class Scraper:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         interval = self.interval_s
+        origin = loop.time() if self._origin is None else self._origin
+        tick = max(0, math.floor((loop.time() - origin) / interval))  # the first: at once
         while True:
-            started = loop.time()
-            await self._scrape_once(loop)
+            await self._scrape_once(loop, tick)
             if self._stop.is_set():
                 return
+            # the next tick still ahead: a scrape that ran over skips ticks
+            tick = max(tick + 1, math.ceil((loop.time() - origin) / interval - 1e-9))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
-                    self._stop.wait(), max(0.0, interval - (loop.time() - started))
+                    self._stop.wait(), max(0.0, origin + tick * interval - loop.time())
                 )
             if self._stop.is_set():
                 if self._scrapes and self._scrapes[-1].error is None:
-                    await self._scrape_once(loop)  # the point's end, for the counters' deltas
+                    # the point's end, for the counters' deltas, in the tick it stands for
+                    await self._scrape_once(loop, tick)
                 return
 
-    async def _scrape_once(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _scrape_once(self, loop: asyncio.AbstractEventLoop, tick: int) -> None:
         scraped, line, size, cpu, bad, family = await loop.run_in_executor(
-            self._pool, self._fetcher.scrape
+            self._pool, self._fetcher.scrape, tick
         )
         self._scrapes.append(scraped)
         costs = self._costs
@@ -379,4 +418,5 @@ class Scraper:
             self.tracking_start_ns,
             self.interval_s,
             first_error=self._first_error,
+            endpoints=self.endpoints,
         )

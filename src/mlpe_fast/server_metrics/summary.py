@@ -15,15 +15,45 @@ accepted / draft tokens, preemptions a count.  A server that gives only a
 rate (SGLang's ``cache_hit_rate``, ``spec_accept_length``) has its mean
 over the window instead.  A counter that went down (the server restarted)
 gives no figure.
+
+Several replicas' pages (``--endpoints A B``: a page per origin, or a URL
+given for each) make a block of their totals, under the one page's keys,
+beside ``replicas``, each replica's own block (as one page's, with the
+``endpoints`` whose page it is).  The totals are of the replicas read (the
+pages offered, ``replicas_read`` of ``replica_count``):
+
+* ``running``, ``waiting``: the series of the sum of the replicas'
+  readings on each tick of the scrapers' grid that every replica read
+  answered in the window (``rounds_in_window`` of them; the scrapes of a
+  tick go out together, ``scraper.py``), its mean and its largest value.
+  Not the sum of the replicas' maxima, which may come at different
+  moments and add up to more than was ever running at once.  A request
+  that ends on one replica and starts on another between two scrapes of
+  a tick is read on both: a tick's sum may exceed the point's concurrency
+  by the requests that moved in those few milliseconds.
+* ``kv_cache_usage_max``: the largest of the replicas' (a share of each
+  replica's own cache: a sum would mean nothing).
+* ``prefix_cache_hit_rate`` and ``spec_acceptance_rate``: from the summed
+  counter deltas (hits over queries, accepted over drafted tokens of all
+  replicas), so a replica weighs by its tokens; ``prefix_cache_queries``
+  and ``preemptions`` summed.  A total needs every replica's part: with
+  one replica's counter missing (a server that says only a rate, a
+  counter that fell) there is none, and that replica's block has its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from .scraper import Scraped, ServerMetricsRun
 
-__all__ = ("audit_figures", "server_metrics_line", "server_metrics_summary")
+__all__ = (
+    "audit_figures",
+    "replicas_summary",
+    "server_metrics_line",
+    "server_metrics_summary",
+)
 
 
 def _window(run: ServerMetricsRun) -> tuple[list[Scraped], Scraped | None]:
@@ -97,10 +127,100 @@ def server_metrics_summary(run: ServerMetricsRun) -> dict[str, Any]:
     return block
 
 
-def server_metrics_line(block: dict[str, Any]) -> str:
-    """The table's and ``report.txt``'s line (and a second for failures)."""
-    if not block["offered"]:
-        return f"server metrics: not offered ({block['note']})\n"
+def replicas_summary(runs: Sequence[ServerMetricsRun]) -> dict[str, Any]:
+    """The summary's block of a point's pages, in ``--endpoints`` order: one
+    page's block as :func:`server_metrics_summary`'s; several pages' totals
+    and each replica's block (module docstring)."""
+    if len(runs) == 1:
+        return server_metrics_summary(runs[0])
+    blocks = [{**server_metrics_summary(run), "endpoints": list(run.endpoints)} for run in runs]
+    read = [run for run in runs if run.offered]
+    block: dict[str, Any] = {
+        "replica_count": len(runs),
+        "replicas_read": len(read),
+        "offered": bool(read),
+        "interval_s": runs[0].interval_s,
+        "scrapes": sum(run.costs.scrapes for run in runs),
+        "failures": sum(run.costs.failures for run in runs),
+    }
+    if not read:
+        block["note"] = f"no page of the {len(runs)} replicas is offered"
+        block["replicas"] = blocks
+        return block
+    families = {run.family for run in read}
+    block["family"] = families.pop() if len(families) == 1 else "mixed"
+    for run, own in zip(runs, blocks, strict=True):
+        if own.get("first_error"):
+            block["first_error"] = f"endpoint {run.endpoints[0]}: {own['first_error']}"
+            break
+    windows = [_window(run) for run in read]
+    ticks = _common_ticks([inside for inside, _ in windows])
+    block["rounds_in_window"] = len(ticks)
+    for name in ("running", "waiting"):
+        block[name] = _summed_gauge([inside for inside, _ in windows], ticks, name)
+    read_blocks = [own for run, own in zip(runs, blocks, strict=True) if run.offered]
+    kv = [own["kv_cache_usage_max"] for own in read_blocks]
+    block["kv_cache_usage_max"] = max(kv) if None not in kv else None
+    deltas = {
+        name: _summed_delta(windows, name)
+        for name in (
+            "prefix_cache_queries",
+            "prefix_cache_hits",
+            "spec_draft_tokens",
+            "spec_accepted_tokens",
+            "preemptions",
+        )
+    }
+    block["prefix_cache_hit_rate"] = _ratio(
+        deltas["prefix_cache_hits"], deltas["prefix_cache_queries"]
+    )
+    block["prefix_cache_queries"] = deltas["prefix_cache_queries"]
+    block["spec_acceptance_rate"] = _ratio(
+        deltas["spec_accepted_tokens"], deltas["spec_draft_tokens"]
+    )
+    block["spec_accept_length_mean"] = None  # a mean per step: each replica's own
+    block["preemptions"] = deltas["preemptions"]
+    block["replicas"] = blocks
+    return block
+
+
+def _common_ticks(insides: Sequence[list[Scraped]]) -> list[int]:
+    """The ticks every page answered on inside the window, in order."""
+    common = set.intersection(*({s.tick for s in inside} for inside in insides))
+    return sorted(common)
+
+
+def _summed_gauge(
+    insides: Sequence[list[Scraped]], ticks: Sequence[int], name: str
+) -> dict[str, float] | None:
+    """The mean and largest of the pages' summed readings of ``name`` on
+    ``ticks`` (a tick where a page lacks the name is left out)."""
+    by_tick = [{s.tick: s.values for s in inside} for inside in insides]
+    sums = []
+    for tick in ticks:
+        readings = [values[tick].get(name) for values in by_tick]
+        if None not in readings:
+            sums.append(sum(r for r in readings if r is not None))
+    if not sums:
+        return None
+    return {"mean": round(sum(sums) / len(sums), 4), "max": max(sums)}
+
+
+def _summed_delta(
+    windows: Sequence[tuple[list[Scraped], Scraped | None]], name: str
+) -> float | None:
+    """The pages' counter deltas added up; None unless every page has one."""
+    total = 0.0
+    for inside, base in windows:
+        change = _delta(base, inside[-1] if inside else None, name)
+        if change is None:
+            return None
+        total += change
+    return total
+
+
+def _parts(block: dict[str, Any]) -> list[str]:
+    """A block's figures as the line shows them."""
     parts = []
     for name in ("running", "waiting"):
         gauge = block.get(name)
@@ -116,6 +236,17 @@ def server_metrics_line(block: dict[str, Any]) -> str:
         parts.append(f"spec accept length {block['spec_accept_length_mean']:.2f}")
     if block.get("preemptions") is not None:
         parts.append(f"preemptions {block['preemptions']:,.0f}")
+    return parts
+
+
+def server_metrics_line(block: dict[str, Any]) -> str:
+    """The table's and ``report.txt``'s line (and a second for failures);
+    several replicas': their totals' line, then a line for each replica."""
+    if "replicas" in block:
+        return _replicas_lines(block)
+    if not block["offered"]:
+        return f"server metrics: not offered ({block['note']})\n"
+    parts = _parts(block)
     head = (
         f"server metrics ({block['url']}, {block.get('family', 'other')} names, "
         f"{block['scrapes']} scrapes every {block['interval_s']:g} s"
@@ -128,15 +259,48 @@ def server_metrics_line(block: dict[str, Any]) -> str:
     return text
 
 
-def audit_figures(run: ServerMetricsRun | None) -> dict[str, Any]:
-    """The self-audit's server-metrics fields (:class:`~..engine.audit.Audit`)."""
-    if run is None or not run.costs.scrapes:
+def _replicas_lines(block: dict[str, Any]) -> str:
+    count, read = block["replica_count"], block["replicas_read"]
+    if not block["offered"]:
+        text = f"server metrics: not offered by any of the {count} replicas\n"
+    else:
+        unread = f", {count - read} not offered" if read < count else ""
+        head = (
+            f"server metrics ({count} replicas{unread}, {block.get('family', 'other')} names, "
+            f"{block['scrapes']} scrapes every {block['interval_s']:g} s"
+            + (f", {block['failures']} FAILED" if block["failures"] else "")
+            + ")"
+        )
+        parts = _parts(block)
+        text = head + (": " + ", ".join(parts) if parts else ": no total") + "\n"
+    for own in block["replicas"]:
+        where = f"  endpoint {', '.join(map(str, own['endpoints']))} ({own['url']})"
+        if not own["offered"]:
+            text += f"{where}: not offered ({own['note']})\n"
+            continue
+        parts = _parts(own)
+        failed = ""
+        if own["failures"]:
+            failed = f", {own['failures']} of {own['scrapes']} scrapes FAILED"
+        text += where + ": " + (", ".join(parts) or "none of the known names") + failed + "\n"
+    if block.get("first_error"):
+        text += f"  first failure: {block['first_error']}\n"
+    return text
+
+
+def audit_figures(runs: Sequence[ServerMetricsRun] | None) -> dict[str, Any]:
+    """The self-audit's server-metrics fields (:class:`~..engine.audit.Audit`),
+    summed over the pages (the latency: the mean of all their scrapes)."""
+    if not runs:
         return {}
-    costs = run.costs
+    scrapes = sum(run.costs.scrapes for run in runs)
+    if not scrapes:
+        return {}
+    latency = sum(run.costs.latency_ns_total for run in runs)
     return {
-        "metrics_scrapes": costs.scrapes,
-        "metrics_scrape_failures": costs.failures,
-        "metrics_bytes": costs.bytes,
-        "metrics_parse_cpu_ms": round(costs.parse_cpu_ns / 1e6, 3),
-        "metrics_scrape_ms_mean": round(costs.latency_ns_total / 1e6 / costs.scrapes, 3),
+        "metrics_scrapes": scrapes,
+        "metrics_scrape_failures": sum(run.costs.failures for run in runs),
+        "metrics_bytes": sum(run.costs.bytes for run in runs),
+        "metrics_parse_cpu_ms": round(sum(run.costs.parse_cpu_ns for run in runs) / 1e6, 3),
+        "metrics_scrape_ms_mean": round(latency / 1e6 / scrapes, 3),
     }
