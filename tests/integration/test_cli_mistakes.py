@@ -104,6 +104,31 @@ def test_a_dry_run_loads_the_tokenizer_the_run_would(
     assert not (tmp_path / "curve").exists()
 
 
+@pytest.mark.parametrize(
+    ("folder", "reason"),
+    [("a-file/run", "Not a directory"), ("x" * 300, "File name too long")],
+    ids=["under-a-file", "name-too-long"],
+)
+@pytest.mark.parametrize(
+    "curve", [(), ("--concurrency", "1,2", "--offline", "none")], ids=["point", "curve"]
+)
+def test_a_report_dir_that_cannot_be_written_is_one_line(
+    endpoint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    folder: str,
+    reason: str,
+    curve: tuple[str, ...],
+) -> None:
+    """Whatever the system's reason, a point or a curve refuses the folder in
+    one line before any request (a name too long was a traceback)."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    argv = _run(endpoint, "--num-samples", "2", *curve, "--report-dir", str(tmp_path / folder))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f": cannot write there: {reason}"), err
+
+
 @pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
 def test_the_demo_refuses_tls_settings_before_it_starts(
     flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]
