@@ -245,6 +245,8 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["server_metrics"] = config.server_metrics
     if config.server_metrics_interval_s != 1.0:
         out["mlpe_fast"]["server_metrics_interval_s"] = config.server_metrics_interval_s
+    if config.goodput is not None:  # not an MLPerf metric; the file, run again, reports it too
+        out["mlpe_fast"]["goodput"] = config.goodput.bounds()
     return out
 
 
