@@ -62,6 +62,7 @@ __all__ = (
     "one_performance_dataset",
     "pattern_flags_in_use",
     "poisson_needs_a_rate",
+    "poisson_on_one_engine",
     "rate_curve_or_point",
     "route_matches_api_type",
     "synthetic_datasets",
@@ -243,6 +244,19 @@ def pattern_flags_in_use(given: GivenSettings, values: Values) -> Values:
             raise UsageError(
                 f"{given.values[name].where}: not for --load-pattern {pattern}: {why}; leave it out"
             )
+    return _NONE
+
+
+def poisson_on_one_engine(given: GivenSettings, values: Values) -> Values:
+    """A Poisson point's arrival times come from one seeded stream, which one
+    engine issues (docs/scale.md); refused here, with the other settings,
+    so that ``--dry-run`` refuses it as the run does."""
+    if values["load_pattern"] == "poisson" and (values["engines"] != 1 or values["ray"]):
+        where = given.where("engines", given.where("ray", "--engines"))
+        raise UsageError(
+            f"{where}: a Poisson point runs on one engine (its arrival times come from "
+            "one seeded stream); drop it or use a concurrency point"
+        )
     return _NONE
 
 
@@ -675,6 +689,7 @@ RULES: tuple[Rule, ...] = (
     accuracy_scorers_installed,
     one_performance_dataset,
     pattern_flags_in_use,
+    poisson_on_one_engine,
     model_with_endpoints,
     api_key,
     route_matches_api_type,
