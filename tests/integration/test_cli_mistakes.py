@@ -129,6 +129,49 @@ def test_a_report_dir_that_cannot_be_written_is_one_line(
     assert len(err) == 1 and err[0].endswith(f": cannot write there: {reason}"), err
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ((), "this run has none (it issues one dataset pass)"),
+        (("--num-samples", "3"), "this run has none (it issues --num-samples 3)"),
+        (("--target-qps", "50"), "this run has none (it issues one dataset pass)"),
+        (("--load-pattern", "offline"), "not for --load-pattern offline"),
+        (
+            ("--concurrency", "1,2", "--num-samples", "4", "--report-dir", "{tmp}/c"),
+            "--num-samples 4",
+        ),
+    ],
+    ids=["point", "count", "poisson", "offline", "curve-by-count"],
+)
+def test_min_passes_without_a_duration_is_refused(
+    endpoint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: tuple[str, ...],
+    said: str,
+) -> None:
+    """--min-passes only extends a duration; without one it was ignored (one
+    pass issued of the two asked), and the dry run said nothing either."""
+    flags = tuple(f.format(tmp=tmp_path) for f in flags)
+    for dry in ((), ("--dry-run",)):
+        assert main(_run(endpoint, "--min-passes", "2", *flags, *dry)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("mlpe-fast: --min-passes 2: ") and said in err[0]
+
+
+def test_min_passes_extend_a_duration_and_a_curve_sized_by_the_rules(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "run"
+    argv = _run(endpoint, "--min-passes", "2", "--duration", "1ms", "--report-dir", str(folder))
+    assert main(argv) == 0
+    summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
+    assert summary["n_samples_issued"] == 2 * 96  # two whole passes of the demo prompts
+    curve = ("--concurrency", "1,2", "--report-dir", str(tmp_path / "curve"), "--dry-run")
+    assert main(_run(endpoint, "--min-passes", "4", *curve)) == 0
+    assert "at least 4 dataset passes" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
 def test_the_demo_refuses_tls_settings_before_it_starts(
     flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]

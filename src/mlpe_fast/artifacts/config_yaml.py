@@ -214,7 +214,7 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["harmony_date"] = config.harmony_date
     if config.send_max_tokens:
         out["mlpe_fast"]["send_max_tokens"] = True
-    if config.min_passes:
+    if config.min_passes and config.duration_s is not None:  # they extend a duration only
         out["mlpe_fast"]["min_passes"] = config.min_passes
     if config.http2:
         out["mlpe_fast"]["http2"] = True
