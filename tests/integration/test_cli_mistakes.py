@@ -172,6 +172,31 @@ def test_min_passes_extend_a_duration_and_a_curve_sized_by_the_rules(
     assert "at least 4 dataset passes" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--api-type", "sglang"), "dataset demo: --api-type sglang sends token ids"),
+        (
+            ("--api-type", "openai-completions", "--harmony", "on"),
+            f"--harmony on: tokenizer {DEMO_TOKENIZER} has no Harmony token <|start|>",
+        ),
+    ],
+    ids=["sglang", "harmony"],
+)
+def test_the_demo_refuses_what_its_prompts_and_tokenizer_cannot_serve(
+    flags: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked as a user's dataset and tokenizer are, before the simulated
+    endpoint starts and by the dry run: the dry run passed both, the run then
+    failed sglang at load time and measured --harmony on as plain text."""
+    for dry in (("--dry-run",), ("--num-samples", "2")):
+        assert main(["run", "--no-progress", *flags, *dry]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"mlpe-fast: {said}"), err
+        assert "simulated endpoint" not in captured.out
+
+
 @pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
 def test_the_demo_refuses_tls_settings_before_it_starts(
     flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]

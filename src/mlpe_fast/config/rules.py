@@ -613,7 +613,14 @@ def token_datasets(given: GivenSettings, values: Values) -> Values:
     or sample it cannot place them in).  The reference refuses to salt
     ``input_tokens`` samples instead (``dataset_manager/dataset.py``
     ``_check_unsaltable``)."""
-    where = "--dataset" if "datasets" in given.by_flag else "datasets"
+    # by flag, from the file, or the demo's (``demo.demo_defaults``)
+    where = (
+        "--dataset"
+        if "datasets" in given.by_flag
+        else "datasets"
+        if "datasets" in given
+        else ("dataset")
+    )
     if values["api_type"] == "sglang":
         _sglang_sends_token_ids(values["datasets"], where)
     tokens = [d for d in values["datasets"] if d.pre_tokenized]
