@@ -122,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from .config import given_fields, resolve
-    from .demo import DEMO_SERVER_FLAGS, demo_config, simulated_endpoint
+    from .demo import DEMO_SERVER_FLAGS, demo_config, demo_defaults, simulated_endpoint
     from .engine.loop import loop_runner_for_platform
     from .point import PointResult, run_point
     from .run_status import RunStatus
 
     config = resolve(args)
+    if not config.endpoints:  # the demo's prompts and tokenizer, checked as a user's are
+        config = resolve(args, defaults=demo_defaults())
     given = given_fields(args)
     status = RunStatus()
 

@@ -25,13 +25,33 @@ from .errors import SetupError
 from .load.dataset import DatasetSpec
 from .sim.tokenizer import DEMO_TOKENIZER
 
-__all__ = ("DEMO_SERVER_FLAGS", "demo_config", "simulated_endpoint", "stop_process")
+__all__ = (
+    "DEMO_SERVER_FLAGS",
+    "demo_config",
+    "demo_defaults",
+    "simulated_endpoint",
+    "stop_process",
+)
 
 DEMO_MODEL = "mlpe-sim"
 DEMO_CONCURRENCY = 16
 DEMO_SAMPLES = 256
 DEMO_OUTPUT_TOKENS = 64
 DEMO_SERVER_FLAGS = ("--ttft-ms", "20", "--itl-ms", "2", "--seed", "1")
+
+
+def _demo_dataset() -> DatasetSpec:
+    return DatasetSpec(path=str(Path(sim.__file__).parent / "demo_prompts.jsonl"), name="demo")
+
+
+def demo_defaults() -> dict[str, Any]:
+    """The demo's prompts and tokenizer as the defaults of a run without
+    endpoints (``config.resolve``): the rules check them as they check a
+    user's, so that ``--api-type sglang`` or ``--harmony on``, which these
+    text prompts and this tokenizer cannot serve, are refused before the
+    simulated endpoint starts (and by ``--dry-run``), not at load time or
+    silently ignored."""
+    return {"datasets": (_demo_dataset(),), "tokenizer": DEMO_TOKENIZER}
 
 
 def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
@@ -41,9 +61,7 @@ def demo_config(config: RunConfig, given: set[str]) -> RunConfig:
     """
     changes: dict[str, Any] = {}
     if not config.datasets:
-        changes["datasets"] = (
-            DatasetSpec(path=str(Path(sim.__file__).parent / "demo_prompts.jsonl"), name="demo"),
-        )
+        changes["datasets"] = (_demo_dataset(),)
     if not config.tokenizer:
         changes["tokenizer"] = DEMO_TOKENIZER
         # a synthetic dataset is built with the run's tokenizer: the demo's now

@@ -104,6 +104,99 @@ def test_a_dry_run_loads_the_tokenizer_the_run_would(
     assert not (tmp_path / "curve").exists()
 
 
+@pytest.mark.parametrize(
+    ("folder", "reason"),
+    [("a-file/run", "Not a directory"), ("x" * 300, "File name too long")],
+    ids=["under-a-file", "name-too-long"],
+)
+@pytest.mark.parametrize(
+    "curve", [(), ("--concurrency", "1,2", "--offline", "none")], ids=["point", "curve"]
+)
+def test_a_report_dir_that_cannot_be_written_is_one_line(
+    endpoint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    folder: str,
+    reason: str,
+    curve: tuple[str, ...],
+) -> None:
+    """Whatever the system's reason, a point or a curve refuses the folder in
+    one line before any request (a name too long was a traceback)."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    argv = _run(endpoint, "--num-samples", "2", *curve, "--report-dir", str(tmp_path / folder))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f": cannot write there: {reason}"), err
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        ((), "this run has none (it issues one dataset pass)"),
+        (("--num-samples", "3"), "this run has none (it issues --num-samples 3)"),
+        (("--target-qps", "50"), "this run has none (it issues one dataset pass)"),
+        (("--load-pattern", "offline"), "not for --load-pattern offline"),
+        (
+            ("--concurrency", "1,2", "--num-samples", "4", "--report-dir", "{tmp}/c"),
+            "--num-samples 4",
+        ),
+    ],
+    ids=["point", "count", "poisson", "offline", "curve-by-count"],
+)
+def test_min_passes_without_a_duration_is_refused(
+    endpoint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    flags: tuple[str, ...],
+    said: str,
+) -> None:
+    """--min-passes only extends a duration; without one it was ignored (one
+    pass issued of the two asked), and the dry run said nothing either."""
+    flags = tuple(f.format(tmp=tmp_path) for f in flags)
+    for dry in ((), ("--dry-run",)):
+        assert main(_run(endpoint, "--min-passes", "2", *flags, *dry)) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("mlpe-fast: --min-passes 2: ") and said in err[0]
+
+
+def test_min_passes_extend_a_duration_and_a_curve_sized_by_the_rules(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "run"
+    argv = _run(endpoint, "--min-passes", "2", "--duration", "1ms", "--report-dir", str(folder))
+    assert main(argv) == 0
+    summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
+    assert summary["n_samples_issued"] == 2 * 96  # two whole passes of the demo prompts
+    curve = ("--concurrency", "1,2", "--report-dir", str(tmp_path / "curve"), "--dry-run")
+    assert main(_run(endpoint, "--min-passes", "4", *curve)) == 0
+    assert "at least 4 dataset passes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (("--api-type", "sglang"), "dataset demo: --api-type sglang sends token ids"),
+        (
+            ("--api-type", "openai-completions", "--harmony", "on"),
+            f"--harmony on: tokenizer {DEMO_TOKENIZER} has no Harmony token <|start|>",
+        ),
+    ],
+    ids=["sglang", "harmony"],
+)
+def test_the_demo_refuses_what_its_prompts_and_tokenizer_cannot_serve(
+    flags: tuple[str, ...], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked as a user's dataset and tokenizer are, before the simulated
+    endpoint starts and by the dry run: the dry run passed both, the run then
+    failed sglang at load time and measured --harmony on as plain text."""
+    for dry in (("--dry-run",), ("--num-samples", "2")):
+        assert main(["run", "--no-progress", *flags, *dry]) == 2
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"mlpe-fast: {said}"), err
+        assert "simulated endpoint" not in captured.out
+
+
 @pytest.mark.parametrize("flag", [("--insecure",), ("--ca-bundle", "ca.pem")])
 def test_the_demo_refuses_tls_settings_before_it_starts(
     flag: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -179,6 +179,12 @@ def test_compare_mistakes_are_one_line(
         ([a, rates], "a is a concurrency curve; rates is a request-rate curve"),
         ([str(measured.a / "r1"), str(measured.rates / "qps40")], "qps40 is a Poisson run"),
         ([a, a, "--html", str(tmp_path / "no" / "x.html")], "no such folder"),
+        # a folder that is there but refuses the name: the system's reason, in one line
+        ([a, a, "--html", str(tmp_path / f"{'x' * 300}.html")], "cannot write: File name too long"),
+        (
+            [a, a, "--html", str(tmp_path / "c.html"), "--png", str(tmp_path / f"{'x' * 300}.png")],
+            "cannot write: File name too long",
+        ),
     ]
     for argv, message in cases:
         capsys.readouterr()

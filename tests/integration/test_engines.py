@@ -454,6 +454,14 @@ def test_engines_do_not_outlive_a_killed_driver(tmp_path: Path, endpoint: str) -
             ["--engines", "2", "--load-pattern", "poisson", "--target-qps", "5"],
             "--engines: a Poisson point runs on one engine",
         ),
+        (  # the dry run refuses it too (it said all was well)
+            ["--engines", "2", "--target-qps", "5", "--dry-run"],
+            "--engines: a Poisson point runs on one engine",
+        ),
+        (
+            ["--engines", "auto", "--target-qps", "5,10", "--dry-run"],
+            "--engines: a Poisson point runs on one engine",
+        ),
     ],
 )
 def test_mistakes_are_one_line_and_status_2(

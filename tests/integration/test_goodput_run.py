@@ -75,6 +75,58 @@ def test_a_curve_names_its_best_point_under_the_slo(
     assert "goodput (TTFT <= 1000 ms; not an MLPerf metric)" in out
 
 
+def test_a_point_not_streamed_says_its_ttft_bound_is_not_measured(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A curve's dedicated Offline point is not streamed: it has no TTFT, so
+    the bound is not measured there (it said 0 of 96 good, 'missed: TTFT 96')."""
+    report = tmp_path / "curve"
+    six = ("--dataset", f"{DUMMY_1K},parser.prompt=text_input,samples=6")  # Offline: r6
+    argv = [
+        *("run", "--no-progress", "--endpoints", endpoint, "--model", "m", *six),
+        *("--tokenizer", str(CHAR_TOKENIZER), "--concurrency", "1,2", "--num-samples", "4"),
+        *("--max-output-tokens", "4", "--goodput", "ttft:1000", "--report-dir", str(report)),
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    offline = json.loads((report / "r6" / "performance" / "result_summary.json").read_text())
+    block = offline["mlpe_fast"]["goodput"]
+    assert block["good"] is None and block["attainment_pct"] is None
+    assert block["unmeasured"] == {"metrics": ["ttft"], "why": "not streamed: no TTFT"}
+    assert "not measured (not streamed: no TTFT; --streaming on measures them)" in out
+    assert "            6  not measured (not streamed: no TTFT)" in out.splitlines()
+    assert "best under the SLO: concurrency" in out  # a streamed point
+    assert "missed: TTFT" not in out
+
+
+def test_a_run_folder_run_again_from_its_config_yaml_reports_its_goodput(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``config.yaml`` holds the bounds: ``run -c`` repeats the report (it
+    dropped them), and a curve run again with other bounds still reuses its
+    points, which keep the block they were measured with."""
+    first, again = tmp_path / "first", tmp_path / "again"
+    assert main(_run(endpoint, "--goodput", "ttft:1000", "--report-dir", str(first))) == 0
+    capsys.readouterr()
+    argv = ["run", "--no-progress", "-c", str(first / "config.yaml"), "--report-dir", str(again)]
+    assert main(argv) == 0
+    assert "goodput (TTFT <= 1000 ms; not an MLPerf metric): 12 of 12" in capsys.readouterr().out
+    summary = json.loads((again / "performance" / "result_summary.json").read_text())
+    assert summary["mlpe_fast"]["goodput"]["slo_ms"] == {"ttft": 1000.0}
+
+    curve = [
+        *("run", "--no-progress", "--endpoints", endpoint, "--model", "m", *DATA),
+        *("--concurrency", "1,2", "--offline", "none", "--num-samples", "4"),
+        *("--max-output-tokens", "4", "--report-dir", str(tmp_path / "curve")),
+    ]
+    assert main([*curve, "--goodput", "ttft:1000"]) == 0
+    capsys.readouterr()
+    assert main([*curve, "--goodput", "ttft:500"]) == 0
+    assert "mlpe-fast results" not in capsys.readouterr().out  # nothing measured again
+    points = json.loads((tmp_path / "curve" / "pareto.json").read_text())["points"]
+    assert [p["goodput"]["slo_ms"] for p in points] == [{"ttft": 1000.0}] * 2
+
+
 @pytest.mark.parametrize(
     ("bounds", "message"),
     [

@@ -12,6 +12,7 @@ import pytest
 from mlpe_fast import demo
 from mlpe_fast.cli import main
 from mlpe_fast.sim import __file__ as sim_init
+from mlpe_fast.sim.tokenizer import DEMO_TOKENIZER
 
 pytestmark = pytest.mark.pipeline
 
@@ -129,7 +130,16 @@ def test_a_dry_run_prints_the_plan_and_measures_nothing(
     assert out[-1].startswith("mlpe-fast: dry run: no request sent")
     assert not report.exists()
     # One point, against an endpoint that is not there: never contacted.
-    one = ["run", "--endpoints", "http://127.0.0.1:9", "--model", "m"]
+    # (the dry run loads the tokenizer, as the run would: the demo's, not model m's)
+    one = [
+        "run",
+        "--endpoints",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--tokenizer",
+        DEMO_TOKENIZER,
+    ]
     one += ["--dataset", str(DEMO_PROMPTS), "--report-dir", str(report), "--dry-run"]
     assert main(one) == 0
     assert capsys.readouterr().out.splitlines()[0] == (

@@ -662,6 +662,9 @@ def test_config_yaml_reads_back_to_the_same_config(tmp_path: Path) -> None:
         "--no-salt",
         "--salt-seed",
         "99",
+        "--goodput",
+        "ttft:500",
+        "e2el:2000",
         "--report-dir",
         "r",
     )

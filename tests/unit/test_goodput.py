@@ -66,6 +66,24 @@ def test_a_request_is_good_when_it_meets_every_bound() -> None:
     assert only_latency.as_summary()["note"] == "not an MLPerf metric"
 
 
+def test_a_point_not_streamed_has_no_ttft_or_tpot_to_meet() -> None:
+    """Not streamed: a TTFT or TPOT bound is not measured, not missed by all."""
+    records = [rec(0, 10 * MS, 40 * MS), rec(0, 10 * MS, 60 * MS)]
+    stats = point_stats(records, counts([4, 4], [3, 3]))
+    good = goodput_of(stats, None, Slo(ttft=20, e2el=50), streamed=False)
+    assert (good.good, good.attainment_pct, good.goodput_rps, good.met) == (None, None, None, {})
+    assert good.unmeasured == ("ttft",)
+    assert good.line() == (
+        "goodput (TTFT <= 20 ms, latency <= 50 ms; not an MLPerf metric): not measured "
+        "(not streamed: no TTFT; --streaming on measures them)\n"
+    )
+    assert good.as_summary()["unmeasured"] == {"metrics": ["ttft"], "why": "not streamed: no TTFT"}
+    assert best_under_slo([{"concurrency": 8, "goodput": good.as_summary()}]) is None
+    # latency is measured either way
+    latency = goodput_of(stats, None, Slo(e2el=50), streamed=False)
+    assert (latency.good, latency.unmeasured) == (1, ())
+
+
 def test_the_best_point_has_the_highest_goodput() -> None:
     rows = [
         {"concurrency": 4, "goodput": {"goodput_rps": 3.0}},

@@ -29,6 +29,7 @@ from mlpe_fast.accuracy.results import write_accuracy_results
 from mlpe_fast.artifacts.config_yaml import write_config_yaml
 from mlpe_fast.artifacts.run_folder import RunFolder
 from mlpe_fast.artifacts.summary import final_snapshot, report_text, result_summary, write_json
+from mlpe_fast.cli import main
 from mlpe_fast.config import SEED_SET_A_SAMPLE_INDEX, SEED_SET_A_SCHEDULER, resolve
 from mlpe_fast.errors import UsageError
 from mlpe_fast.submission import (
@@ -405,6 +406,16 @@ def test_template_is_the_spec_example_and_validates(tmp_path: Path) -> None:
     assert power["computed"]["total_system_power_w"] == 12_450
     with pytest.raises(UsageError, match="already exists"):
         init_template(tmp_path / "system.yaml")
+
+
+def test_init_where_the_name_is_refused_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The system's reason in one line, status 2 (it was a traceback)."""
+    target = tmp_path / f"{'x' * 300}.yaml"
+    assert main(["init", "--system-file", str(target)]) == 2
+    expected = f"mlpe-fast: {target}: cannot write: File name too long"
+    assert capsys.readouterr().err.splitlines() == [expected]
 
 
 def test_adoption_window_counts_four_cohorts_across_a_year() -> None:

@@ -214,7 +214,7 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["harmony_date"] = config.harmony_date
     if config.send_max_tokens:
         out["mlpe_fast"]["send_max_tokens"] = True
-    if config.min_passes:
+    if config.min_passes and config.duration_s is not None:  # they extend a duration only
         out["mlpe_fast"]["min_passes"] = config.min_passes
     if config.http2:
         out["mlpe_fast"]["http2"] = True
@@ -245,6 +245,8 @@ def config_to_yaml_dict(
         out["mlpe_fast"]["server_metrics"] = config.server_metrics
     if config.server_metrics_interval_s != 1.0:
         out["mlpe_fast"]["server_metrics_interval_s"] = config.server_metrics_interval_s
+    if config.goodput is not None:  # not an MLPerf metric; the file, run again, reports it too
+        out["mlpe_fast"]["goodput"] = config.goodput.bounds()
     return out
 
 

@@ -145,10 +145,11 @@ class RunFolder:
         """
         probe = self.path / "metrics" / ".write-check"
         removed = []
-        # Only a folder a run wrote (its log and config both there) is
-        # cleared: a folder of the user's own keeps whatever it holds.
-        earlier_run = self.events.is_file() and self.config_yaml.is_file()
         try:
+            # Only a folder a run wrote (its log and config both there) is
+            # cleared: a folder of the user's own keeps whatever it holds.
+            # (Asking is already an OSError for a name the system refuses.)
+            earlier_run = self.events.is_file() and self.config_yaml.is_file()
             for name in RUN_ENTRIES if earlier_run else ():
                 entry = self.path / name
                 if entry.is_dir() and not entry.is_symlink():

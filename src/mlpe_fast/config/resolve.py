@@ -26,13 +26,22 @@ _PARTS: Mapping[str, type[Timeouts | Seeds | Generation]] = {
 }
 
 
-def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None) -> RunConfig:
+def resolve(
+    args: argparse.Namespace,
+    yaml_dict: Mapping[str, Any] | None = None,
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> RunConfig:
     """Builds the :class:`RunConfig`: flags over YAML over defaults, checked.
 
     Args:
         args: parsed ``run`` flags (missing attributes count as not given).
         yaml_dict: the output of :func:`~.yaml_file.load_yaml`; None to
             load ``args.config`` if given.
+        defaults: values (converted) of settings not given, in place of
+            the schema's defaults: the demo's dataset and tokenizer, which
+            the rules then check as they check the user's
+            (``demo.demo_defaults``).
 
     Raises:
         UsageError: one line naming the flag or key and the bad value.
@@ -41,7 +50,7 @@ def resolve(args: argparse.Namespace, yaml_dict: Mapping[str, Any] | None = None
         path = config_file(args)
         yaml_dict = load_yaml(path) if path else {}
     given = merge(yaml_settings(yaml_dict), flag_settings(args))
-    values = convert(given)
+    values = convert(given, defaults)
     for rule in RULES:
         values = {**values, **rule(given, values)}
     return run_config_from(values)
@@ -69,16 +78,17 @@ def merge(from_yaml: Mapping[str, Given], from_flags: Mapping[str, Given]) -> Gi
     return GivenSettings(values, frozenset(from_flags))
 
 
-def convert(given: GivenSettings) -> dict[str, Any]:
+def convert(given: GivenSettings, defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every setting's value: the given one converted, else the default
-    (``converted_by_rule`` settings are left to their rule)."""
+    (``defaults``' over the schema's; ``converted_by_rule`` settings are
+    left to their rule)."""
     values: dict[str, Any] = {}
     for setting in SETTINGS:
         if setting.converted_by_rule:
             continue
         found = given.get(setting.name)
         if found is None or setting.convert is None:
-            values[setting.name] = setting.default
+            values[setting.name] = (defaults or {}).get(setting.name, setting.default)
         else:
             values[setting.name] = setting.convert(found)
     return values

@@ -62,6 +62,8 @@ __all__ = (
     "one_performance_dataset",
     "pattern_flags_in_use",
     "poisson_needs_a_rate",
+    "poisson_on_one_engine",
+    "min_passes_extend_a_duration",
     "rate_curve_or_point",
     "route_matches_api_type",
     "server_metrics_page_per_endpoint",
@@ -244,6 +246,51 @@ def pattern_flags_in_use(given: GivenSettings, values: Values) -> Values:
             raise UsageError(
                 f"{given.values[name].where}: not for --load-pattern {pattern}: {why}; leave it out"
             )
+    return _NONE
+
+
+def poisson_on_one_engine(given: GivenSettings, values: Values) -> Values:
+    """A Poisson point's arrival times come from one seeded stream, which one
+    engine issues (docs/scale.md); refused here, with the other settings,
+    so that ``--dry-run`` refuses it as the run does."""
+    if values["load_pattern"] == "poisson" and (values["engines"] != 1 or values["ray"]):
+        where = given.where("engines", given.where("ray", "--engines"))
+        raise UsageError(
+            f"{where}: a Poisson point runs on one engine (its arrival times come from "
+            "one seeded stream); drop it or use a concurrency point"
+        )
+    return _NONE
+
+
+def min_passes_extend_a_duration(given: GivenSettings, values: Values) -> Values:
+    """``--min-passes`` keeps a duration issuing until whole dataset passes
+    are out (``load/phase_schedule.py``): a run without a duration (a count,
+    one dataset pass, an Offline burst, an agentic budget) would ignore it.
+    A concurrency curve not sized by a count has one: the rules' minimum
+    (``sweep/runner.py``, spec §2.4)."""
+    passes = values["min_passes"]
+    if not passes:
+        return _NONE
+    where = f"{given.where('min_passes', '--min-passes')} {passes}"
+    pattern = values["load_pattern"]
+    if pattern in ("offline", "agentic_inference"):
+        why = (
+            "an Offline point issues its samples once, at once"
+            if pattern == "offline"
+            else ("it runs until its trajectories end")
+        )
+        raise UsageError(f"{where}: not for --load-pattern {pattern}: {why}; leave it out")
+    curve = bool(values["sweep"]) or values["max_concurrency"] is not None
+    if values["duration_s"] is None and not (curve and values["num_samples"] is None):
+        size = (
+            f"{given.where('num_samples', '--num-samples')} {values['num_samples']}"
+            if values["num_samples"] is not None
+            else "one dataset pass"
+        )
+        raise UsageError(
+            f"{where}: whole passes extend a --duration, and this run has none (it issues "
+            f"{size}); add --duration, or leave it out"
+        )
     return _NONE
 
 
@@ -583,7 +630,14 @@ def token_datasets(given: GivenSettings, values: Values) -> Values:
     or sample it cannot place them in).  The reference refuses to salt
     ``input_tokens`` samples instead (``dataset_manager/dataset.py``
     ``_check_unsaltable``)."""
-    where = "--dataset" if "datasets" in given.by_flag else "datasets"
+    # by flag, from the file, or the demo's (``demo.demo_defaults``)
+    where = (
+        "--dataset"
+        if "datasets" in given.by_flag
+        else "datasets"
+        if "datasets" in given
+        else ("dataset")
+    )
     if values["api_type"] == "sglang":
         _sglang_sends_token_ids(values["datasets"], where)
     tokens = [d for d in values["datasets"] if d.pre_tokenized]
@@ -692,11 +746,13 @@ RULES: tuple[Rule, ...] = (
     accuracy_scorers_installed,
     one_performance_dataset,
     pattern_flags_in_use,
+    poisson_on_one_engine,
     model_with_endpoints,
     api_key,
     route_matches_api_type,
     server_metrics_page_per_endpoint,
     durations_in_order,
+    min_passes_extend_a_duration,
     warmup_from_yaml,
     derived_seeds,
     synthetic_datasets,

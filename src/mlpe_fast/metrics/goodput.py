@@ -21,7 +21,11 @@ The definition is the one ``vllm bench serve --goodput`` and AIPerf's
   requests can show 100 %);
 * **goodput** is good requests per second of the point's window, and
   **good output tokens/s** the output tokens of good requests over the
-  same window (the system tokens/s the SLO lets through).
+  same window (the system tokens/s the SLO lets through);
+* a point that was not streamed (a curve's Offline point, by default)
+  measures no TTFT and no TPOT at all: a bound on either is **not
+  measured** there, and says so, rather than counting every request as
+  missing it (0 %, as if the endpoint had been too slow).
 
 Along a curve, the best point under the SLO is the one with the highest
 goodput (:func:`best_under_slo`).
@@ -45,20 +49,23 @@ class Goodput(msgspec.Struct, frozen=True, kw_only=True):
     """One point's goodput (module docstring).
 
     ``met``: requests meeting each bound alone, by metric, so a user sees
-    which bound the point misses.
+    which bound the point misses.  ``unmeasured``: the bounds on metrics
+    the point has no values of (not streamed: TTFT, TPOT); with any, no
+    request is counted good or not (``good`` None).
     """
 
     slo: Slo
     issued: int
-    good: int
+    good: int | None
     attainment_pct: float | None
     goodput_rps: float | None
     good_output_tps: float | None
     met: dict[str, int]
+    unmeasured: tuple[str, ...] = ()
 
     def as_summary(self) -> dict[str, Any]:
         """The ``mlpe_fast.goodput`` block of ``result_summary.json``."""
-        return {
+        block = {
             "note": "not an MLPerf metric",
             "slo_ms": self.slo.bounds(),
             "issued": self.issued,
@@ -68,10 +75,22 @@ class Goodput(msgspec.Struct, frozen=True, kw_only=True):
             "good_output_tps": self.good_output_tps,
             "met": self.met,
         }
+        if self.unmeasured:
+            block["unmeasured"] = {"metrics": list(self.unmeasured), "why": self.why_unmeasured()}
+        return block
+
+    def why_unmeasured(self) -> str:
+        """``not streamed: no TTFT, TPOT``."""
+        return "not streamed: no " + ", ".join(SLO_NAMES[m] for m in self.unmeasured)
 
     def line(self) -> str:
         """The table's and report's line."""
-        if self.attainment_pct is None:
+        if self.unmeasured:
+            return (
+                f"goodput ({self.slo.text()}; not an MLPerf metric): not measured "
+                f"({self.why_unmeasured()}; --streaming on measures them)\n"
+            )
+        if self.attainment_pct is None or self.good is None:
             return f"goodput ({self.slo.text()}; not an MLPerf metric): no request issued\n"
         rate = "" if self.goodput_rps is None else f", {self.goodput_rps:,.2f} good requests/s"
         tokens = "" if self.good_output_tps is None else f", {self.good_output_tps:,.1f} tok/s"
@@ -85,11 +104,26 @@ class Goodput(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
-def goodput_of(stats: PointStats, osl: np.ndarray[Any, Any] | None, slo: Slo) -> Goodput:
+def goodput_of(
+    stats: PointStats, osl: np.ndarray[Any, Any] | None, slo: Slo, *, streamed: bool = True
+) -> Goodput:
     """The goodput of a point from its figures (``stats.raw``: the
     per-record TTFT, TPOT and latency of the point's window) and its
     per-record output token counts ``osl`` (-1: not counted; None: no
-    tokenizer)."""
+    tokenizer); ``streamed`` False: the point has no TTFT or TPOT, and a
+    bound on either is not measured (module docstring)."""
+    unmeasured = () if streamed else tuple(m for m in ("ttft", "tpot") if m in slo.bounds())
+    if unmeasured:
+        return Goodput(
+            slo=slo,
+            issued=stats.issued,
+            good=None,
+            attainment_pct=None,
+            goodput_rps=None,
+            good_output_tps=None,
+            met={},
+            unmeasured=unmeasured,
+        )
     raw = stats.raw
     window = raw.tracked_ok
     met: dict[str, int] = {}

@@ -124,7 +124,11 @@ def point_figures(
     tracked = measured.tracked
     agentic = {} if tracked is None else agentic_summary_fields(records, counts, tracked)
     shares = endpoint_shares(kept, endpoints)
-    good = None if config.goodput is None else goodput_of(stats, kept_counts.osl, config.goodput)
+    good = (
+        None
+        if config.goodput is None
+        else goodput_of(stats, kept_counts.osl, config.goodput, streamed=config.stream)
+    )
     detail = latency_detail(kept, stats.raw.tracked_ok) if config.stream else None
     summary = result_summary(
         snapshot,

@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,22 +124,32 @@ def main(args: argparse.Namespace) -> int:
     ]
     heading = f"compare {len(compared)} {compared[0].kind}s: " + ", ".join(c.name for c in compared)
     html = Path(args.html)
-    _writable(html)
-    write_series_html(series, html, heading=heading)
+    _write(html, lambda: write_series_html(series, html, heading=heading))
     written = [str(html)]
     if args.png:
-        _writable(Path(args.png))
-        write_series_png(series, args.png, heading=heading)
-        written.append(str(args.png))
+        png = Path(args.png)
+        _write(png, lambda: write_series_png(series, png, heading=heading))
+        written.append(str(png))
     print(f"compare: wrote {', '.join(written)}")
     return 0
 
 
-def _writable(path: Path) -> None:
-    if not path.parent.is_dir():
-        raise UsageError(f"{path}: no such folder {path.parent} to write it in")
-    if path.is_dir():
-        raise UsageError(f"{path}: is a folder; give a file name")
+def _write(path: Path, write: Callable[[], None]) -> None:
+    """Runs ``write`` for ``path``; a path the system refuses (no such
+    folder, a name too long, no permission, a read-only file system) is
+    the user's to change, so one line, not a traceback.
+
+    Raises:
+        UsageError: ``path`` cannot be written.
+    """
+    try:
+        if not path.parent.is_dir():
+            raise UsageError(f"{path}: no such folder {path.parent} to write it in")
+        if path.is_dir():
+            raise UsageError(f"{path}: is a folder; give a file name")
+        write()
+    except OSError as error:
+        raise UsageError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
 def read_compared(folders: Sequence[str]) -> list[Compared]:

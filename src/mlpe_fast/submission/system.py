@@ -439,9 +439,10 @@ def init_template(path: str | Path) -> Path:
         UsageError: ``path`` exists or cannot be written.
     """
     target = Path(path)
-    if target.exists():
-        raise UsageError(f"{target}: already exists; not overwriting it")
     try:
+        # inside: asking is already an OSError for a name the system refuses
+        if target.exists():
+            raise UsageError(f"{target}: already exists; not overwriting it")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(TEMPLATE, encoding="utf-8")
     except OSError as error:

@@ -14,8 +14,10 @@ what is stored, key by key, except what does not change the numbers:
 
 * ``report_dir`` (the folder may have moved), ``name`` (a label), the
   mlpe-fast version, the API key (only ever stored redacted), the CA bundle
-  and ``insecure`` (how the endpoint's certificate is checked), and
-  ``--tokenizer-check`` (it asks before the load);
+  and ``insecure`` (how the endpoint's certificate is checked),
+  ``--tokenizer-check`` (it asks before the load) and ``--goodput`` (read
+  from the point's figures; a reused point keeps the block it was measured
+  with, docs/metrics.md);
 * ``mlpe_fast.mode``: a point measured with ``both`` serves one that needs
   ``perf`` (its accuracy run is extra); one that needs an accuracy run it
   lacks is re-measured anyway (``runner._done``);
@@ -51,6 +53,7 @@ _IGNORED: frozenset[tuple[str, ...]] = frozenset(
         ("endpoint_config", "api_key"),
         ("settings", "client", "insecure"),
         ("mlpe_fast", "tokenizer_check"),
+        ("mlpe_fast", "goodput"),
     }
 )
 _ENDPOINTS = ("endpoint_config", "endpoints")

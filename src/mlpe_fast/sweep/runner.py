@@ -421,6 +421,10 @@ def _goodput_lines(rows: Sequence[dict[str, Any]]) -> str:
     lines = ["", f"goodput ({slo}; not an MLPerf metric)"]
     for row in rows:
         block = row.get("goodput")
+        unmeasured = None if block is None else block.get("unmeasured")
+        if isinstance(unmeasured, dict):  # not streamed: no TTFT, TPOT (metrics/goodput.py)
+            lines.append(f"  {row['concurrency']:>11}  not measured ({unmeasured.get('why')})")
+            continue
         if block is None or block.get("attainment_pct") is None:
             continue
         rate = block.get("goodput_rps")
