@@ -227,7 +227,16 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+#: numpy's OpenBLAS starts a thread per core that spins after each call it
+#: splits; the figures' arrays are too small to gain from them, and on a
+#: small client host the spinning takes a core from the load and the
+#: endpoint: 9 % of a 14,000-request run's cycles (perf, docs/performance.md).
+#: Set before numpy is first imported; a value the user set is kept.
+BLAS_THREADS = "1"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS)
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["endpoints"]:
         from .compat.endpoints_launcher import main as endpoints_main

