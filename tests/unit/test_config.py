@@ -222,9 +222,14 @@ def test_warmup_requests_zero_disables() -> None:
             "--duration: expected a duration in ms or with a unit (600s, 10m, 1h), got '10x'",
         ),
         (["--streaming", "maybe"], "--streaming: 'maybe' is not one of auto, on, off"),
+        # an unset shell variable: no run folder, another tokenizer, silently, before
+        (["--report-dir", ""], "--report-dir: expected a path, got an empty string"),
+        (["--tokenizer", " "], "--tokenizer: expected a path, got an empty string"),
+        (["--api-key-file", ""], "--api-key-file: expected a path, got an empty string"),
         (
             ["--load-pattern", "bursty"],
-            "--load-pattern: 'bursty' is not one of concurrency, max_throughput, offline, poisson",
+            "--load-pattern: 'bursty' is not one of concurrency, max_throughput, offline, "
+            "poisson, agentic_inference",
         ),
         (
             ["--load-pattern", "burst"],

@@ -66,7 +66,7 @@ LOAD_PATTERNS: Mapping[str, LoadPattern] = {
     "agentic_inference": "agentic_inference",
     "agentic-inference": "agentic_inference",
 }
-LOAD_PATTERNS_SHOWN = ("concurrency", "max_throughput", "offline", "poisson")
+LOAD_PATTERNS_SHOWN = ("concurrency", "max_throughput", "offline", "poisson", "agentic_inference")
 LOAD_PATTERNS_UNSUPPORTED = {"burst": "burst load patterns", "step": "step load patterns"}
 
 # ``openai_completions`` is the reference's YAML spelling; ``sglang`` is

@@ -38,6 +38,7 @@ __all__ = (
     "mlperf_model",
     "number",
     "one_of",
+    "path",
     "positive_integer",
     "positive_number",
     "receive_cpus",
@@ -159,6 +160,15 @@ def string(given: Given) -> str:
     if not isinstance(value, str):
         raise UsageError(f"{where}: expected a string, got {short(value)}")
     return value.strip()
+
+
+def path(given: Given) -> str:
+    """A file or folder name, stripped: never empty (``--report-dir "$OUT"``
+    with ``OUT`` unset would otherwise write no run folder, silently)."""
+    value = string(given)
+    if not value:
+        raise UsageError(f"{given[1]}: expected a path, got an empty string")
+    return value
 
 
 def mapping(given: Given) -> dict[str, Any]:

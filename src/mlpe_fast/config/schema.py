@@ -135,7 +135,7 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("endpoint_config.api_key",),
     ),
     Setting(
-        name="api_key_file", convert=coerce.string, fills_field=False,
+        name="api_key_file", convert=coerce.path, fills_field=False,
         flags=(Flag(name="--api-key-file", group="endpoint", metavar="FILE",
                     help="read the API key from FILE (its first line)"),),
         yaml_keys=("mlpe_fast.api_key_file",),
@@ -252,7 +252,7 @@ SETTINGS: tuple[Setting, ...] = (
         yaml_keys=("datasets",),
     ),
     Setting(
-        name="tokenizer", convert=coerce.string,
+        name="tokenizer", convert=coerce.path,
         flags=(Flag(name="--tokenizer", group="data", metavar="NAME",
                     help="tokenizer (HF id or path; default: model)"),),
         yaml_keys=("model_params.tokenizer_name",),
@@ -517,7 +517,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     # output -----------------------------------------------------------------------------
     Setting(
-        name="report_dir", convert=coerce.string,
+        name="report_dir", convert=coerce.path,
         flags=(Flag(name="--report-dir", group="output", metavar="DIR", help="run folder"),),
         yaml_keys=("report_dir",),
     ),
