@@ -186,6 +186,18 @@ def _point(url: str, folder: Path, scraping: bool) -> dict[str, Any]:
     return summary
 
 
+def _medians(info: dict[str, Any], last: list[dict[str, Any]]) -> dict[str, Any]:
+    """The middle of three rounds' figures, into the benchmark's extra info."""
+    audit = [s["mlpe_fast"]["self_audit"] for s in last]
+    info["ttft_p50_ms"] = sorted(s["ttft"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["tpot_p50_ms"] = sorted(s["tpot"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
+    info["cpu_us_per_request"] = sorted(a["cpu_us_per_request"] for a in audit)[1]
+    info["loop_lag_p99_ms"] = sorted(a["loop_lag_p99_ms"] for a in audit)[1]
+    info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
+    info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
+    return info
+
+
 @pytest.mark.parametrize("scraping", [False, True], ids=["off", "on"])
 @pytest.mark.benchmark(group="server metrics: a point beside the load")
 def test_a_point_with_scraping(
@@ -198,14 +210,7 @@ def test_a_point_with_scraping(
 
     benchmark.pedantic(one, rounds=3, iterations=1, warmup_rounds=1)
     last = seen[-3:]
-    audit = [s["mlpe_fast"]["self_audit"] for s in last]
-    info = benchmark.extra_info
-    info["ttft_p50_ms"] = sorted(s["ttft"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
-    info["tpot_p50_ms"] = sorted(s["tpot"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
-    info["cpu_us_per_request"] = sorted(a["cpu_us_per_request"] for a in audit)[1]
-    info["loop_lag_p99_ms"] = sorted(a["loop_lag_p99_ms"] for a in audit)[1]
-    info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
-    info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
+    info = _medians(benchmark.extra_info, last)
     print(f"\nscraping {'on' if scraping else 'off'}: {info}")
 
 
@@ -255,14 +260,7 @@ def test_a_point_of_two_replicas(
 
     benchmark.pedantic(one, rounds=3, iterations=1, warmup_rounds=1)
     last = seen[-3:]
-    audit = [s["mlpe_fast"]["self_audit"] for s in last]
-    info = benchmark.extra_info
-    info["ttft_p50_ms"] = sorted(s["ttft"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
-    info["tpot_p50_ms"] = sorted(s["tpot"]["percentiles"]["50.0"] / 1e6 for s in last)[1]
-    info["cpu_us_per_request"] = sorted(a["cpu_us_per_request"] for a in audit)[1]
-    info["loop_lag_p99_ms"] = sorted(a["loop_lag_p99_ms"] for a in audit)[1]
-    info["scrapes"] = sorted(a["metrics_scrapes"] for a in audit)[1]
-    info["parse_cpu_ms"] = sorted(a["metrics_parse_cpu_ms"] for a in audit)[1]
+    info = _medians(benchmark.extra_info, last)
     if pages == "both":
         info["tick_gap_ms_median"] = sorted(s["tick_gap_ms_median"] for s in last)[1]
         info["tick_gap_ms_max"] = max(s["tick_gap_ms_max"] for s in last)

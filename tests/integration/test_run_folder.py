@@ -256,15 +256,21 @@ def test_sigint_leaves_an_interrupted_summary_and_every_record(tmp_path: Path) -
     assert analysis.interrupted is not None and "were cancelled" in analysis.interrupted
 
 
-def test_sigkill_past_the_index_maps_buffer_leaves_no_index_file(tmp_path: Path) -> None:
-    """Killed with 2,000 queries logged, the index map's entries past its
-    64 KiB buffer in its side file: no sample_idx_map.json, half or whole,
-    and no side file (it has no name: issue 23)."""
-    run = tmp_path / "run"
-    with simulated_endpoint() as endpoint:
-        proc = _start_run(endpoint, run, concurrency=64)
+#: What a killed point leaves: what was flushed, and no sign of a finished
+#: point (the metrics probe's record and the scrapes are written as they come).
+KILLED_POINT_FILES = {"config.yaml", "events.jsonl", "server_calls.json", "server_metrics.jsonl"}
+
+
+def _kill_after(
+    run: Path, queries: int, server_flags: tuple[str, ...] | None = None, concurrency: int = 4
+) -> None:
+    """Starts ``mlpe-fast run`` into ``run``, SIGKILLs it once ``queries``
+    are logged, and checks it died by the signal."""
+    server = simulated_endpoint() if server_flags is None else simulated_endpoint(server_flags)
+    with server as endpoint:
+        proc = _start_run(endpoint, run, concurrency)
         try:
-            _wait_for_logged_queries(proc, run / "events.jsonl", 2_000)
+            _wait_for_logged_queries(proc, run / "events.jsonl", queries)
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=60)
         finally:
@@ -272,37 +278,23 @@ def test_sigkill_past_the_index_maps_buffer_leaves_no_index_file(tmp_path: Path)
                 proc.kill()
                 proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert _files(run) == {
-        "config.yaml",
-        "events.jsonl",
-        "server_calls.json",
-        "server_metrics.jsonl",
-    }
+
+
+def test_sigkill_past_the_index_maps_buffer_leaves_no_index_file(tmp_path: Path) -> None:
+    """Killed with 2,000 queries logged, the index map's entries past its
+    64 KiB buffer in its side file: no sample_idx_map.json, half or whole,
+    and no side file (it has no name: issue 23)."""
+    run = tmp_path / "run"
+    _kill_after(run, 2_000, concurrency=64)
+    assert _files(run) == KILLED_POINT_FILES
 
 
 def test_sigkill_leaves_a_log_that_analyze_calls_interrupted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
-    with simulated_endpoint(("--ttft-ms", "5", "--itl-ms", "20")) as endpoint:
-        proc = _start_run(endpoint, run)
-        try:
-            _wait_for_logged_queries(proc, run / "events.jsonl", 4)
-            proc.send_signal(signal.SIGKILL)
-            proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    # what was flushed, and no sign of a finished point
-    # (the metrics probe's record and the scrapes flushed are written as they come)
-    assert _files(run) == {
-        "config.yaml",
-        "events.jsonl",
-        "server_calls.json",
-        "server_metrics.jsonl",
-    }
+    _kill_after(run, 4, ("--ttft-ms", "5", "--itl-ms", "20"))
+    assert _files(run) == KILLED_POINT_FILES
     text = (run / "events.jsonl").read_text()
     whole = text[: text.rfind("\n") + 1]  # a kill in mid-write may cut the last line
     lines = [json.loads(x) for x in whole.splitlines()]

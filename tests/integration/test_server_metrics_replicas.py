@@ -20,7 +20,7 @@ from mlpe_fast.cli import main
 from mlpe_fast.demo import simulated_endpoint
 from mlpe_fast.server_metrics.scraper import Scraped, Scraper
 from tests.integration.scripted import read_request, serve
-from tests.integration.test_server_metrics_run import DATA, SLOW
+from tests.integration.test_server_metrics_run import DATA, SLOW, _lines, _summary
 
 CONCURRENCY = 4
 
@@ -39,16 +39,6 @@ def _run(endpoints: tuple[str, ...], folder: Path, *flags: str, concurrency: int
         "off",
         *flags,
     ]
-
-
-def _summary(folder: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((folder / "performance" / "result_summary.json").read_bytes())
-    return data
-
-
-def _lines(folder: Path) -> list[dict[str, Any]]:
-    text = (folder / "server_metrics.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
 
 
 def _probes(folder: Path) -> Any:
