@@ -175,3 +175,15 @@ def test_a_failed_write_raises_and_the_file_stays_as_it_was(tmp_path: Path) -> N
     with pytest.raises(SpillError):  # spilling stays off
         spill.write(mixed_jobs(3))
     assert spill.jobs == 0 and spill.waiting == 0 and spill.read() == []
+
+
+def test_a_batch_neither_format_can_hold_stays_in_memory(tmp_path: Path) -> None:
+    class Unpicklable:
+        def __reduce__(self) -> object:
+            raise TypeError("not this one")
+
+    spill: JobSpill[CountJob] = JobSpill(tmp_path, CountJob)
+    odd = MessageText("x", tool_calls=({"function": {"arguments": Unpicklable()}},))
+    with pytest.raises(SpillError, match="cannot write a batch: TypeError"):
+        spill.write([CountJob(odd, None, "p")])
+    assert spill.jobs == 0 and spill.failure is not None

@@ -87,7 +87,11 @@ class JobSpill(Generic[Job]):
         try:
             kind, payload = _MSGPACK, self._encoder.encode(jobs)
         except (OverflowError, TypeError, ValueError):
-            kind, payload = _PICKLE, pickle.dumps(list(jobs), protocol=pickle.HIGHEST_PROTOCOL)
+            try:
+                kind, payload = _PICKLE, pickle.dumps(list(jobs), protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:  # nothing a count input holds, but never lose the batch
+                self.failure = f"cannot write a batch: {type(exc).__name__}: {exc}"
+                raise SpillError(self.failure) from exc
         frame = _HEADER.pack(kind, len(payload)) + payload
         try:
             if self._file is None:
