@@ -230,7 +230,8 @@ def _serve(args: argparse.Namespace) -> int:
 #: numpy's OpenBLAS starts a thread per core that spins after each call it
 #: splits; the figures' arrays are too small to gain from them, and on a
 #: small client host the spinning takes a core from the load and the
-#: endpoint: 9 % of a 14,000-request run's cycles (perf, docs/performance.md).
+#: endpoint: 4.8 % of a 14,000-request run's cycles, which took 0.91x the
+#: cycles without it (perf, docs/performance.md).
 #: Set before numpy is first imported; a value the user set is kept.
 BLAS_THREADS = "1"
 

@@ -350,7 +350,7 @@ def test_only_the_scorers_that_import_a_package_ask_for_it() -> None:
 def test_the_cli_keeps_numpy_s_blas_to_one_thread_unless_told(
     given: str | None, expected: str
 ) -> None:
-    """OpenBLAS's spinning threads took 9 % of a run's cycles (cli.BLAS_THREADS);
+    """OpenBLAS's spinning threads took 4.8 % of a run's cycles (cli.BLAS_THREADS);
     the CLI sets one thread before numpy loads, and a user's own setting wins."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if given is not None:
