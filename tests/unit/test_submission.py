@@ -418,6 +418,17 @@ def test_init_where_the_name_is_refused_is_one_line(
     assert capsys.readouterr().err.splitlines() == [expected]
 
 
+def test_init_under_a_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file where a folder is needed is named (it said "File exists")."""
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "deeper" / "x.yaml"
+    assert main(["init", "--system-file", str(target)]) == 2
+    expected = f"mlpe-fast: {target}: cannot write: {tmp_path / 'a-file'} is a file, not a folder"
+    assert capsys.readouterr().err.splitlines() == [expected]
+
+
 def test_adoption_window_counts_four_cohorts_across_a_year() -> None:
     assert adoption_window("2026-10-C1") == ("2026-10-C1", "2026-11-C0", "2026-11-C1", "2026-12-C0")
     assert adoption_window("2026-12-C1")[-1] == "2027-02-C0"

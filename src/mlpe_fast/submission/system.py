@@ -443,6 +443,9 @@ def init_template(path: str | Path) -> Path:
         # inside: asking is already an OSError for a name the system refuses
         if target.exists():
             raise UsageError(f"{target}: already exists; not overwriting it")
+        blocking = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+        if blocking is not None:  # mkdir would say "File exists", of the wrong file
+            raise UsageError(f"{target}: cannot write: {blocking} is a file, not a folder")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(TEMPLATE, encoding="utf-8")
     except OSError as error:
