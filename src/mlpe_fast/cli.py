@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import MlpeError, SetupError, UsageError
+from .heap import fix_malloc_thresholds
 from .run_status import EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
@@ -238,6 +239,7 @@ BLAS_THREADS = "1"
 
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", BLAS_THREADS)
+    fix_malloc_thresholds()  # a long run's heap flat in its length (heap.py)
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["endpoints"]:
         from .compat.endpoints_launcher import main as endpoints_main

@@ -8,12 +8,15 @@ import gc
 import os
 import sys
 import tracemalloc
+from array import array
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pytest
 
+from mlpe_fast.engine import record_columns
+from mlpe_fast.engine.audit import audit_records
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.engine.record_columns import (
     CHUNK_ERRORS_KEPT,
@@ -305,6 +308,34 @@ def test_a_spilled_store_gives_the_columns_and_figures_of_one_kept_in_memory() -
     assert figures[0].finish_reasons == figures[1].finish_reasons
     detail = [latency_detail(c, figures[0].raw.tracked_ok) for c in (kept, spilled)]
     assert detail[0] == detail[1] and detail[0].itl is not None
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 299, 300, 10_000])
+def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
+    rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The self-audit and the latency detail read BLOCK_ROWS rows at a time
+    (issue 23); any block size gives the figures whole columns give."""
+    records = _many(300)
+    columns = RecordColumns(records, memory_rows=16)
+    tracked = point_stats(columns).raw.tracked_ok
+    whole = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
+    blocks = list(columns.blocks(rows))
+    assert [(b.start, b.stop) for b in blocks][:2] == [
+        (0, min(rows, 300)),
+        *([(rows, min(2 * rows, 300))] if rows < 300 else []),
+    ]
+    assert sum(len(b) for b in blocks) == 300
+    for name in ("t_first", "events", "segment_stamp"):
+        assert np.array_equal(
+            np.concatenate([b.column(name) for b in blocks]), columns.column(name)
+        )
+    assert np.array_equal(np.concatenate([b.flag("gaps") for b in blocks]), columns.flag("gaps"))
+    assert np.array_equal(np.concatenate([b.ok for b in blocks]), columns.ok)
+    monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
+    by_blocks = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
+    assert by_blocks == whole
+    assert whole[0].first_reads > 0 and whole[1].itl is not None and whole[1].ttst is not None
 
 
 def test_a_subset_of_spilled_rows_is_those_rows() -> None:

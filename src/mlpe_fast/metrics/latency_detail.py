@@ -143,30 +143,57 @@ def latency_detail(
     """The detail of the records where ``measured`` (the point's tracked,
     completed ones: ``PointSeries.tracked_ok``) that were streamed and had
     a first token, as the official TTFT's."""
+    # A block of rows at a time: the counts and gap totals add up, and only
+    # the two series whose percentiles are shown are kept whole (issue 23).
     columns = as_columns(records)
-    t_first = columns.column("t_first")
-    chosen = measured & (t_first != NONE) & (columns.column("events") > 0)
-    responses = int(np.count_nonzero(chosen))
-    content = columns.column("t_first_content")
-    has_content = content != NONE
-    without_content = int(np.count_nonzero(chosen & ~has_content))
-    content_later = without_content + int(
-        np.count_nonzero(chosen & has_content & (content != t_first))
+    measured = np.asarray(measured, dtype=np.bool_)
+    responses = content_later = without_content = 0
+    gaps_count = gaps_zero = gaps_total = 0
+    gaps_low: int | None = None
+    gaps_high: int | None = None
+    ttfot_parts: list[npt.NDArray[np.int64]] = []
+    ttst_parts: list[npt.NDArray[np.int64]] = []
+    with_gaps = np.zeros(len(columns), np.bool_)
+    for block in columns.blocks():
+        t_first = block.column("t_first")
+        chosen = measured[block.start : block.stop] & (t_first != NONE)
+        chosen &= block.column("events") > 0
+        responses += int(np.count_nonzero(chosen))
+        content = block.column("t_first_content")
+        has_content = content != NONE
+        missing = int(np.count_nonzero(chosen & ~has_content))
+        without_content += missing
+        content_later += missing + int(
+            np.count_nonzero(chosen & has_content & (content != t_first))
+        )
+        with_content = chosen & has_content
+        ttfot_parts.append(content[with_content] - block.column("t_issue")[with_content])
+        second = block.column("t_second")
+        with_second = chosen & (second != NONE)
+        ttst_parts.append(second[with_second] - t_first[with_second])
+        gapped = chosen & block.flag("gaps")
+        with_gaps[block.start : block.stop] = gapped
+        if gapped.any():
+            gaps_count += int(block.column("gaps_count")[gapped].sum(dtype=np.int64))
+            gaps_zero += int(block.column("gaps_zero")[gapped].sum(dtype=np.int64))
+            gaps_total += int(block.column("gaps_sum_ns")[gapped].sum())
+            low = int(block.column("gaps_min_ns")[gapped].min())
+            high = int(block.column("gaps_max_ns")[gapped].max())
+            gaps_low = low if gaps_low is None else min(gaps_low, low)
+            gaps_high = high if gaps_high is None else max(gaps_high, high)
+    ttfot, ttst = (
+        np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        for parts in (ttfot_parts, ttst_parts)
     )
-    with_content = chosen & has_content
-    ttfot = content[with_content] - columns.column("t_issue")[with_content]
-    second = columns.column("t_second")
-    with_second = chosen & (second != NONE)
-    ttst = second[with_second] - t_first[with_second]
-    with_gaps = chosen & columns.flag("gaps")
+    del ttfot_parts, ttst_parts
     gaps = None
-    if with_gaps.any():
+    if gaps_low is not None and gaps_high is not None:
         gaps = _pooled(
-            count=int(columns.column("gaps_count")[with_gaps].sum(dtype=np.int64)),
-            zero=int(columns.column("gaps_zero")[with_gaps].sum(dtype=np.int64)),
-            total=int(columns.column("gaps_sum_ns")[with_gaps].sum()),
-            low=int(columns.column("gaps_min_ns")[with_gaps].min()),
-            high=int(columns.column("gaps_max_ns")[with_gaps].max()),
+            count=gaps_count,
+            zero=gaps_zero,
+            total=gaps_total,
+            low=gaps_low,
+            high=gaps_high,
             histogram=columns.gaps_histogram(with_gaps),
         )
     return LatencyDetail(

@@ -38,6 +38,7 @@ from ..config import RunConfig
 from ..engine.audit import ClientTotals, LoopLagProbe
 from ..engine.clock import monotonic_ns
 from ..engine.loop import loop_runner_for_platform
+from ..heap import fix_malloc_thresholds
 from ..load.dataset import load_dataset
 from ..load.requests import templates_for
 from ..load.scheduler import Phase, run_phase
@@ -94,6 +95,7 @@ def engine_main(conn: Connection, setup: EngineSetup) -> None:
 
 async def run_engine(link: EngineLink, setup: EngineSetup) -> None:
     """Runs one engine's share of a point over ``link`` (module doc)."""
+    fix_malloc_thresholds()  # its own process: the heap flat in the run's length
     config = setup.config
     dataset = load_dataset(config.performance_datasets[0])
     templates = templates_for(dataset, config, salt=config.salt)
