@@ -29,6 +29,7 @@ from mlpe_fast.engine.record_columns import (
 )
 from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
+from mlpe_fast.metrics.tokens import TokenCounts
 from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps, ToolCall
 from mlpe_fast.wire.gaps import BUCKETS
 
@@ -332,9 +333,34 @@ def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
         )
     assert np.array_equal(np.concatenate([b.flag("gaps") for b in blocks]), columns.flag("gaps"))
     assert np.array_equal(np.concatenate([b.ok for b in blocks]), columns.ok)
+    rng = np.random.default_rng(rows)
+    counts = TokenCounts(
+        osl=rng.integers(-1, 40, 300),
+        tpot_tokens=rng.integers(-1, 40, 300),
+        isl=rng.integers(-1, 90, 300),
+        complete=False,
+        pending=0,
+        seconds=0.0,
+    )
+    start = int(np.sort(columns.column("t_issue"))[40])  # some records before tracking
+    stats = [point_stats(columns, counts), point_stats(columns, counts, tracking_start_ns=start)]
     monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
     by_blocks = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
     assert by_blocks == whole
+    for before, start_ns in zip(stats, (None, start), strict=True):
+        after = point_stats(columns, counts, tracking_start_ns=start_ns)
+        for field in ("ttft", "tpot", "latency", "osl", "errors", "error_examples"):
+            assert getattr(after, field) == getattr(before, field), field
+        assert after.finish_reasons == before.finish_reasons
+        assert after.raw.counters == before.raw.counters
+        assert (after.window_start_ns, after.window_end_ns) == (
+            before.window_start_ns,
+            before.window_end_ns,
+        )
+        for name, series in before.raw.series.items():
+            assert np.array_equal(after.raw.series[name], series), name
+    assert stats[0].errors and stats[0].tpot is not None
+    assert stats[1].issued < stats[0].issued
     assert whole[0].first_reads > 0 and whole[1].itl is not None and whole[1].ttst is not None
 
 

@@ -124,20 +124,23 @@ def distribution(
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
 
 
-class PointSeries(msgspec.Struct, frozen=True):
+class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
     """The raw samples and counters of one point, named as the reference
     client's metrics registry names them (``metrics/final_snapshot.json``,
     spec §3.5); the files' stat blocks are computed from these.
 
-    Series: ``ttft_ns``, ``sample_latency_ns`` (int64 ns), ``tpot_ns``
-    (float64 ns per token), ``osl`` and ``isl`` (int64 tokens; ISL of every
-    tracked issued query, OSL of every completed one).  Counters:
+    Series (:attr:`series`): ``ttft_ns``, ``sample_latency_ns`` (int64 ns),
+    ``tpot_ns`` (float64 ns per token), ``osl`` and ``isl`` (int64 tokens;
+    ISL of every tracked issued query, OSL of every completed one).  Counters:
     ``tracked_samples_issued``/``_completed``/``_failed``,
     ``tracked_duration_ns``, ``legacy_loadgen_window_duration_ns`` and
     ``tracked_finish_reason_<reason>``.
+
+    Only the per-record arrays are kept; each series is taken from them when
+    asked (issue 23: a point of a million requests held every sample twice,
+    40 B a request more).
     """
 
-    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]]
     counters: dict[str, int]
     #: The TPOT sample of each record, in the records' order; NaN where a
     #: record gives none (the steady-state analysis reads it in issue order).
@@ -154,6 +157,34 @@ class PointSeries(msgspec.Struct, frozen=True):
         default_factory=lambda: np.empty(0, np.float64)
     )
     tracked_ok: npt.NDArray[np.bool_] = msgspec.field(default_factory=lambda: np.empty(0, np.bool_))
+    #: Which records were issued after tracking started.
+    tracked: npt.NDArray[np.bool_] = msgspec.field(default_factory=lambda: np.empty(0, np.bool_))
+    #: The token counts the OSL and ISL series come from (None: not counted).
+    counts: TokenCounts | None = None
+    #: Whether the run streamed (only then the TTFT and TPOT series exist).
+    streaming: bool = True
+
+    @property
+    def series(self) -> dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]]:
+        """The samples by series name, each in the records' order (a new
+        array each call).  TTFT and latency are whole nanoseconds, held as
+        float64 per record: exact below 2**53 ns (104 days)."""
+        out: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {}
+        if self.streaming:
+            ttft = self.ttft_per_record
+            out["ttft_ns"] = ttft[~np.isnan(ttft)].astype(np.int64)
+        latency = self.latency_per_record
+        out["sample_latency_ns"] = latency[~np.isnan(latency)].astype(np.int64)
+        counts = self.counts
+        if counts is not None:
+            if self.streaming:
+                tpot = self.tpot_per_record
+                out["tpot_ns"] = tpot[~np.isnan(tpot)]
+            osl = counts.osl[self.tracked_ok]
+            out["osl"] = osl[osl >= 0]
+            isl = counts.isl[self.tracked]
+            out["isl"] = isl[isl >= 0]
+        return out
 
 
 class PointStats(msgspec.Struct, frozen=True):
@@ -217,18 +248,21 @@ def _sorted_counts(counter: Counter[str]) -> dict[str, int]:
     return dict(sorted(counter.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _code_counts(
-    codes: npt.NDArray[np.int64], names: Sequence[str], mask: npt.NDArray[np.bool_], none: str = ""
-) -> Counter[str]:
-    """How many records where ``mask`` have each code of a string column
-    (code -1, None, counted as ``none`` when given)."""
-    found: Counter[str] = Counter()
+def _codes_where(codes: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> dict[int, int]:
+    """How many records where ``mask`` have each code of a string column."""
     values, counts = np.unique(codes[mask], return_counts=True)
-    for code, count in zip(values.tolist(), counts.tolist(), strict=True):
+    return dict(zip(values.tolist(), counts.tolist(), strict=True))
+
+
+def _named_counts(codes: Counter[int], names: Sequence[str], none: str = "") -> Counter[str]:
+    """Code counts by name, in code order (-1, None, counted as ``none``
+    when given)."""
+    found: Counter[str] = Counter()
+    for code in sorted(codes):
         if code >= 0:
-            found[names[code]] += count
+            found[names[code]] += codes[code]
         elif none:
-            found[none] += count
+            found[none] += codes[code]
     return found
 
 
@@ -263,36 +297,83 @@ def point_stats(
         )
     columns = as_columns(records)
     n = len(columns)
-    t_issue = columns.column("t_issue")
-    t_first = columns.column("t_first")
-    has_first = t_first != NONE
-    t_first[~has_first] = 0
-    t_finish = columns.t_finish()  # t_done, else t_end (the completion)
-    ok = columns.ok
-    streamed = columns.column("events") > 0
-    tracked = np.ones(n, np.bool_) if tracking_start_ns is None else t_issue >= tracking_start_ns
-    chunk_errors = int(columns.column("chunk_errors")[tracked].sum(dtype=np.int64))
-    reasons = _code_counts(*columns.codes("finish_reason"), tracked & ok, none="none")
-    classes, class_names = columns.codes("error_class")
-    errors = _code_counts(classes, class_names, tracked & ~ok)
+    # A block of rows at a time (issue 23): what is kept is one float64 a
+    # record for each of TTFT, TPOT and latency, and two masks; the counts
+    # and window bounds add up block by block.
+    ttft_per_record = np.full(n, np.nan)
+    latency_per_record = np.full(n, np.nan)
+    tpot_per_record = np.full(n, np.nan)
+    tracked = np.ones(n, np.bool_)
+    done_ok = np.zeros(n, np.bool_)
+    chunk_errors = n_streamed = n_tracked = 0
+    reason_codes: Counter[int] = Counter()
+    class_codes: Counter[int] = Counter()
+    first_failure: dict[int, int] = {}  # error class code -> its first tracked record
+    first_issue: int | None = None
+    last_finish: int | None = None
+    last_issue: tuple[int, int] | None = None  # (t_issue, t_finish) of the last issued
+    tokens = None if counts is None else counts.tpot_tokens
+    for block in columns.blocks():
+        rows = slice(block.start, block.stop)
+        t_issue = block.column("t_issue")
+        t_first = block.column("t_first")
+        has_first = t_first != NONE
+        t_done = block.column("t_done")
+        t_finish = np.where(t_done == NONE, block.column("t_end"), t_done)  # the completion
+        ok = block.ok
+        streamed = block.column("events") > 0
+        if tracking_start_ns is not None:
+            tracked[rows] = t_issue >= tracking_start_ns
+        in_window = tracked[rows]
+        chunk_errors += int(block.column("chunk_errors")[in_window].sum(dtype=np.int64))
+        reason_codes.update(_codes_where(block.column("finish_reason"), in_window & ok))
+        classes = block.column("error_class")
+        failed = in_window & ~ok
+        class_codes.update(_codes_where(classes, failed))
+        for code in np.unique(classes[failed]).tolist():
+            if code >= 0 and code not in first_failure:
+                first_failure[code] = block.start + int(
+                    np.flatnonzero(failed & (classes == code))[0]
+                )
+        block_ok = in_window & ok
+        done_ok[rows] = block_ok
+        ttft_mask = block_ok & streamed & has_first
+        ttft_per_record[rows][ttft_mask] = t_first[ttft_mask] - t_issue[ttft_mask]
+        latency_per_record[rows][block_ok] = t_finish[block_ok] - t_issue[block_ok]
+        if tokens is not None:
+            block_tokens = tokens[rows]
+            tpot_mask = ttft_mask & (block_tokens > 0)
+            per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / block_tokens[tpot_mask]
+            valid = np.isfinite(per_token) & (per_token > 0)
+            tpot_per_record[rows][np.flatnonzero(tpot_mask)[valid]] = per_token[valid]
+        n_streamed += int(np.count_nonzero(block_ok & streamed))
+        block_tracked = int(np.count_nonzero(in_window))
+        if block_tracked:
+            n_tracked += block_tracked
+            low = int(t_issue[in_window].min())
+            high = int(t_finish[in_window].max())
+            first_issue = low if first_issue is None else min(first_issue, low)
+            last_finish = high if last_finish is None else max(last_finish, high)
+            # the first record of the largest issue stamp, as argmax finds it
+            issued = np.where(in_window, t_issue, np.iinfo(np.int64).min)
+            at = int(np.argmax(issued))
+            if last_issue is None or int(t_issue[at]) > last_issue[0]:
+                last_issue = (int(t_issue[at]), int(t_finish[at]))
+    class_names = columns.codes("error_class")[1]
+    reasons = _named_counts(reason_codes, class_names, none="none")
+    errors = _named_counts(class_codes, class_names)
     examples: dict[str, str] = {}
     for name in errors:  # the first tracked message of each class
-        first = int(np.flatnonzero(tracked & (classes == columns.code_of(name)))[0])
-        examples[name] = columns.error_message(first) or ""
+        code = columns.code_of(name)
+        assert code is not None  # a class that failed a record has a code
+        examples[name] = columns.error_message(first_failure[code]) or ""
 
-    done_ok = tracked & ok
-    ttft_mask = done_ok & streamed & has_first
-    ttft_values = t_first[ttft_mask] - t_issue[ttft_mask]
-    latency_values = t_finish[done_ok] - t_issue[done_ok]
+    ttft_values = ttft_per_record[~np.isnan(ttft_per_record)].astype(np.int64)
     ttft = distribution(ttft_values)
+    del ttft_values
+    latency_values = latency_per_record[~np.isnan(latency_per_record)].astype(np.int64)
     latency = distribution(latency_values)
-    ttft_per_record = np.full(n, np.nan)
-    ttft_per_record[ttft_mask] = ttft_values
-    latency_per_record = np.full(n, np.nan)
-    latency_per_record[done_ok] = latency_values
-    osl_values = np.empty(0, np.int64)
-    tpot_values = np.empty(0, np.float64)
-    tpot_per_record = np.full(n, np.nan)
+    del latency_values
 
     osl: Distribution | None = None
     tpot: Distribution | None = None
@@ -305,31 +386,22 @@ def point_stats(
         osl_values = osl_values[counted]
         osl = distribution(osl_values)
         osl_total = int(osl_values.sum())
-        tokens = counts.tpot_tokens
-        tpot_mask = ttft_mask & (tokens > 0)
-        per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / tokens[tpot_mask]
-        valid = np.isfinite(per_token) & (per_token > 0)
-        tpot_values = per_token[valid]
-        tpot_per_record[np.flatnonzero(tpot_mask)[valid]] = tpot_values
-        tpot = distribution(tpot_values)
+        del osl_values, counted
+        tpot = distribution(tpot_per_record[~np.isnan(tpot_per_record)])
     tpot_count = 0 if tpot is None else tpot.count
-    n_streamed = int(np.count_nonzero(done_ok & streamed))
 
-    n_tracked = int(np.count_nonzero(tracked))
-    if n_tracked:
-        start = int(t_issue[tracked].min()) if tracking_start_ns is None else tracking_start_ns
-        end = int(t_finish[tracked].max())
+    if n_tracked and first_issue is not None and last_finish is not None:
+        start = first_issue if tracking_start_ns is None else tracking_start_ns
+        end = last_finish
     else:
         start = end = 0 if tracking_start_ns is None else tracking_start_ns
     duration = max(0, end - start)
     completed = int(np.count_nonzero(done_ok))
     legacy_window = 0
-    if n_tracked:
+    if n_tracked and last_issue is not None and first_issue is not None:
         # The LoadGen window: first issue to the completion of the
         # last-issued query (reference-client.md §2.2).
-        issued = np.where(tracked, t_issue, np.iinfo(np.int64).min)
-        last = int(np.argmax(issued))
-        legacy_window = max(0, int(t_finish[last]) - int(t_issue[tracked].min()))
+        legacy_window = max(0, last_issue[1] - first_issue)
     counters = {
         # Only measured queries are in the event stream (warmup has its own
         # log), so the session totals are the tracked ones.
@@ -349,16 +421,6 @@ def point_stats(
         elif reason != "none":
             other += n_reason
     counters["tracked_finish_reason_other"] = other
-    series: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {}
-    if streaming:
-        series["ttft_ns"] = ttft_values
-    series["sample_latency_ns"] = latency_values
-    if counts is not None:
-        if streaming:
-            series["tpot_ns"] = tpot_values
-        series["osl"] = osl_values
-        isl_values = counts.isl[tracked]
-        series["isl"] = isl_values[isl_values >= 0]
     seconds = duration / 1e9
     tpot_p90_ms = None if tpot is None else tpot.p90 / 1e6
     return PointStats(
@@ -384,11 +446,13 @@ def point_stats(
         tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
         tokens_complete=tokens_complete,
         raw=PointSeries(
-            series=series,
             counters=counters,
             tpot_per_record=tpot_per_record,
             ttft_per_record=ttft_per_record,
             latency_per_record=latency_per_record,
             tracked_ok=done_ok,
+            tracked=tracked,
+            counts=counts,
+            streaming=streaming,
         ),
     )
