@@ -27,9 +27,11 @@ from mlpe_fast.engine.record_columns import (
     RecordColumns,
     as_columns,
 )
+from mlpe_fast.engine.spill import SpilledArray
 from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
 from mlpe_fast.metrics.tokens import TokenCounts
+from mlpe_fast.point import figures
 from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps, ToolCall
 from mlpe_fast.wire.gaps import BUCKETS
 
@@ -447,3 +449,39 @@ def test_memory_held_past_the_rows_kept_does_not_grow_with_rows() -> None:
     assert grown < 16 * 1024, grown
     for i in (0, 12_345, 70_001, 320 * rows - 1):
         assert columns[i] == pool[i % 40], i
+
+
+def test_the_steady_state_of_spilled_issue_order_columns_is_that_of_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past BLOCK_ROWS queries the steady state's columns are put in issue
+    order a block at a time into spill files (issue 23); the analysis is the
+    one numpy arrays give, for any block size."""
+    rng = np.random.default_rng(3)
+    made_in_order = _many(300)
+    records = [made_in_order[int(i)] for i in rng.permutation(300)]  # not in issue order
+    columns = RecordColumns(records, memory_rows=16)
+    counts = TokenCounts(
+        osl=rng.integers(-1, 40, 300),
+        tpot_tokens=rng.integers(-1, 40, 300),
+        isl=rng.integers(-1, 90, 300),
+        complete=False,
+        pending=0,
+        seconds=0.0,
+    )
+    stats = point_stats(columns, counts)
+    whole = figures.steady_state(columns, stats, counts, dataset_size=40, concurrency=4)
+    made: list[SpilledArray] = []
+
+    class Spy(SpilledArray):
+        def __init__(self, typecode: str, directory: str | None = None) -> None:
+            super().__init__(typecode, directory)
+            made.append(self)
+
+    monkeypatch.setattr(figures, "SpilledArray", Spy)
+    for rows in (1, 7, 64, 299):
+        monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
+        made.clear()
+        assert figures.steady_state(columns, stats, counts, 40, 4) == whole, rows
+        assert len(made) == 5 and all(s.spilled == 300 for s in made)
+    assert whole.figures is not None and len(whole.super_passes) > 2  # a real analysis

@@ -472,6 +472,12 @@ class RecordColumns(Sequence[RequestRecord]):
             yield from _Rows(self, lo, min(stop, lo + _READ_ROWS)).records()
 
     @property
+    def spill_dir(self) -> str | None:
+        """Where the spill files are made (None: ``TMPDIR``); a figure that
+        spills copies of columns makes its files there too."""
+        return self._spill_dir
+
+    @property
     def spilled_rows(self) -> int:
         """The rows in the spill file (the rest are in memory)."""
         return self._bucket_ends.spilled

@@ -128,7 +128,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from statistics import NormalDist
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import msgspec
 import numpy as np
@@ -227,6 +227,21 @@ VERDICTS: Final = (STEADY, VERDICT_UP, VERDICT_DOWN, ANOMALY, NOT_FOUND)
 
 _F64 = npt.NDArray[np.float64]
 _I64 = npt.NDArray[np.int64]
+
+
+#: Queries read at a time by :meth:`_Run.samples`.
+_READ_QUERIES = 65_536
+
+
+class QueryColumn(Protocol):
+    """One column of :class:`PointQueries`: a numpy array, or a store that
+    reads a slice back as one (``engine/spill.py``'s ``SpilledArray``: a
+    long point's columns on disk, issue 23).  The detector only ever reads
+    slices of it."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: slice) -> npt.NDArray[Any]: ...
 
 
 # --------------------------------------------------------------------------- statistics
@@ -434,25 +449,27 @@ class PointQueries(msgspec.Struct, frozen=True):
     query's TTFT and TPOT sample (spec §1.1-1.2), NaN when it has none;
     ``osl``: output tokens, ``-1`` when not counted.  Only completed queries
     contribute samples.  Build from Python values with :meth:`from_columns`.
+    Each column is a numpy array or a store read a slice at a time
+    (:class:`QueryColumn`).
 
     Raises:
         ValueError: the columns differ in length.
     """
 
-    t_issue_ns: _I64
-    t_done_ns: _I64
-    ttft_ns: _F64
-    tpot_ns: _F64
-    osl: _I64
+    t_issue_ns: QueryColumn
+    t_done_ns: QueryColumn
+    ttft_ns: QueryColumn
+    tpot_ns: QueryColumn
+    osl: QueryColumn
 
     def __post_init__(self) -> None:
-        n = self.t_issue_ns.size
+        n = len(self.t_issue_ns)
         for name in ("t_done_ns", "ttft_ns", "tpot_ns", "osl"):
-            if getattr(self, name).size != n:
-                raise ValueError(f"{name} has {getattr(self, name).size} entries, expected {n}")
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, expected {n}")
 
     def __len__(self) -> int:
-        return int(self.t_issue_ns.size)
+        return len(self.t_issue_ns)
 
     @classmethod
     def from_columns(
@@ -680,8 +697,6 @@ class _Run:
         self.q = q
         self.size = size
         n = len(q)
-        done = q.t_done_ns >= 0
-        self.done = done
         n_passes = -(-n // size)
         self.n_full = n // size
         self.passes: list[SuperPass] = []
@@ -690,9 +705,12 @@ class _Run:
         }
         self.first = np.zeros(n_passes, np.int64)
         self.last = np.zeros(n_passes, np.int64)
+        self.n_completed = 0
         for k in range(n_passes):
             sl = slice(k * size, min(n, (k + 1) * size))
             issue = q.t_issue_ns[sl]
+            n_done = int(np.count_nonzero(self.done(sl)))
+            self.n_completed += n_done
             self.first[k] = int(issue.min())
             self.last[k] = int(issue.max())
             values: dict[str, float | None] = {}
@@ -712,7 +730,7 @@ class _Run:
                     index=k,
                     complete=k < self.n_full,
                     n_issued=int(issue.size),
-                    n_completed=int(np.count_nonzero(done[sl])),
+                    n_completed=n_done,
                     first_issue_ns=int(self.first[k]),
                     last_issue_ns=int(self.last[k]),
                     tpot_p50_ns=values["tpot_p50"],
@@ -722,18 +740,32 @@ class _Run:
                 )
             )
 
+    def done(self, sl: slice) -> npt.NDArray[np.bool_]:
+        """Which queries in ``sl`` completed."""
+        done: npt.NDArray[np.bool_] = self.q.t_done_ns[sl] >= 0
+        return done
+
     def samples(self, name: Literal["tpot", "ttft", "latency"], sl: slice) -> _F64:
         """The finite samples of the completed queries in ``sl``, in issue
-        order.  Taken a slice at a time, not kept for the whole run: a point
-        of a million queries would hold 8 MB a metric (issue 23)."""
-        done = self.done[sl]
+        order.  Taken a slice at a time and read :data:`_READ_QUERIES` at a
+        time, not kept for the whole run: a point of a million queries would
+        hold 8 MB a metric and its temporaries (issue 23)."""
         q = self.q
-        if name == "latency":
-            values = (q.t_done_ns[sl][done] - q.t_issue_ns[sl][done]).astype(np.float64)
-        else:
-            values = (q.tpot_ns if name == "tpot" else q.ttft_ns)[sl][done]
-        finite: _F64 = values[np.isfinite(values)]
-        return finite
+        out = np.empty(sl.stop - sl.start, np.float64)
+        found = 0
+        for lo in range(sl.start, sl.stop, _READ_QUERIES):
+            part = slice(lo, min(sl.stop, lo + _READ_QUERIES))
+            t_done = q.t_done_ns[part]
+            done = t_done >= 0
+            if name == "latency":
+                values = (t_done[done] - q.t_issue_ns[part][done]).astype(np.float64)
+            else:
+                values = (q.tpot_ns if name == "tpot" else q.ttft_ns)[part][done]
+            values = values[np.isfinite(values)]
+            out[found : found + values.size] = values
+            found += values.size
+        out.resize(found, refcheck=False)  # in place: no second copy
+        return out
 
     # -- windows
 
@@ -873,10 +905,14 @@ class _Run:
 
     def window(self, lo: int, hi: int) -> tuple[Window, WindowFigures]:
         sl = self.queries(lo, hi)
-        done = self.done[sl]
-        n_completed = int(np.count_nonzero(done))
-        osl = self.q.osl[sl][done]
-        counted = osl[osl >= 0]
+        n_completed = n_counted = osl_total = 0
+        for start in range(sl.start, sl.stop, _READ_QUERIES):
+            part = slice(start, min(sl.stop, start + _READ_QUERIES))
+            osl = self.q.osl[part][self.done(part)]
+            counted = osl[osl >= 0]
+            n_completed += int(osl.size)
+            n_counted += int(counted.size)
+            osl_total += int(counted.sum())
         duration = self.span_s(lo, hi)
         tpot_dist = distribution(self.samples("tpot", sl))
         window = Window(
@@ -890,9 +926,9 @@ class _Run:
             n_issued=int(sl.stop - sl.start),
             n_completed=n_completed,
             duration_s=duration,
-            osl_total=int(counted.sum()),
-            tokens_complete=bool(counted.size == osl.size),
-            system_tps=float(counted.sum()) / duration if duration > 0 and counted.size else None,
+            osl_total=osl_total,
+            tokens_complete=n_counted == n_completed,
+            system_tps=float(osl_total) / duration if duration > 0 and n_counted else None,
             tps_per_user=1e9 / tpot_dist.p90 if tpot_dist is not None and tpot_dist.p90 else None,
             ttft=distribution(self.samples("ttft", sl)),
             tpot=tpot_dist,
@@ -951,7 +987,7 @@ def detect_steady_state(
     if n == 0:
         return _result(PARTIAL_DATASET, NOT_FOUND, size, reason="no measured queries", run=None)
     run = _Run(queries, size)
-    n_completed = int(np.count_nonzero(run.done))
+    n_completed = run.n_completed
     if n < dataset_size or n_completed < dataset_size:
         window, figures = run.window(0, len(run.passes))
         return _result(

@@ -10,11 +10,13 @@ what :func:`point_figures` returns.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from .._version import __version__
 from ..accuracy.agentic_gates import AGENTIC_THRESHOLDS, SWE_BENCH_DATASET, check_agentic_point
@@ -22,16 +24,18 @@ from ..accuracy.results import gate_failures
 from ..artifacts.config_yaml import config_to_yaml_dict
 from ..artifacts.summary import final_snapshot, report_text, result_summary, warnings_text
 from ..config import RunConfig
+from ..engine import record_columns
 from ..engine.audit import Audit, ClientTotals, audit_records
 from ..engine.record import RequestRecord
-from ..engine.record_columns import NONE, RecordColumns, as_columns
+from ..engine.record_columns import NONE, ColumnBlock, RecordColumns, as_columns
 from ..engine.replicas import endpoint_shares
+from ..engine.spill import SpilledArray
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
 from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.latency_detail import LatencyDetail, latency_detail
 from ..metrics.stats import PointStats, point_stats
-from ..metrics.steady_state import PointQueries, SteadyState, detect_steady_state
+from ..metrics.steady_state import PointQueries, QueryColumn, SteadyState, detect_steady_state
 from ..metrics.tokens import TokenCounts
 from ..metrics.usage_check import usage_cross_check
 from ..report.latency_detail import latency_detail_lines
@@ -319,31 +323,77 @@ def steady_state(
     (the ``point.yaml`` block of a submission), the summary and the report:
     its queries in issue order, with the TTFT and TPOT samples the metrics
     use."""
-    # Each column is put in issue order and its unordered copy dropped before
-    # the next is read: at a million queries every copy is 8 MB (issue 23).
+    # The detector reads its columns a slice at a time, so past BLOCK_ROWS
+    # queries each is put in issue order a block at a time into a spill file
+    # beside the records', and only the order and one column are in memory
+    # at once (issue 23: 69 B a query before, 8 MB a column at a million).
     columns = as_columns(records)
-    t_issue = columns.column("t_issue")
-    order = np.argsort(t_issue, kind="stable")
-    t_issue = t_issue[order]
-    ok = columns.ok[order]
-    t_done = columns.t_finish()[order]
-    t_done[~ok] = -1
-    ttft = columns.column("t_first")[order]
-    no_first = ~ok | (ttft == NONE)
-    ttft -= t_issue
-    ttft_ns = ttft.astype(np.float64)
-    del ttft
-    ttft_ns[no_first] = np.nan
-    del no_first
-    tpot = stats.raw.tpot_per_record[order]  # a copy; NaN: no TPOT sample
-    tpot[~(np.isfinite(tpot) & (tpot > 0))] = np.nan
-    osl = np.asarray(counts.osl, np.int64)[order]
-    osl[~ok | (osl < 0)] = -1
-    del order, ok
-    queries = PointQueries(
-        t_issue_ns=t_issue, t_done_ns=t_done, ttft_ns=ttft_ns, tpot_ns=tpot, osl=osl
-    )
+    order = np.argsort(columns.column("t_issue"), kind="stable")
+    tpot = stats.raw.tpot_per_record
+    osl = np.asarray(counts.osl, np.int64)
+
+    def t_issue(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        return block.column("t_issue")
+
+    def t_done(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        done = block.column("t_done")
+        finish = np.where(done == NONE, block.column("t_end"), done)
+        finish[~block.ok] = -1
+        return finish
+
+    def ttft(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        first = block.column("t_first")
+        values = (first - block.column("t_issue")).astype(np.float64)
+        values[~block.ok | (first == NONE)] = np.nan
+        return values
+
+    def tpot_sample(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        values: npt.NDArray[np.float64] = tpot[rows].copy()  # NaN: no TPOT sample
+        values[~(np.isfinite(values) & (values > 0))] = np.nan
+        return values
+
+    def output_tokens(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        values: npt.NDArray[np.int64] = osl[rows].copy()
+        values[~block.ok | (values < 0)] = -1
+        return values
+
+    ordered = [
+        _in_issue_order(columns, order, part)
+        for part in (t_issue, t_done, ttft, tpot_sample, output_tokens)
+    ]
+    del order
+    queries = PointQueries(*ordered)
     return detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
+
+
+def _in_issue_order(
+    columns: RecordColumns,
+    order: npt.NDArray[np.intp],
+    part: Callable[[slice, ColumnBlock], npt.NDArray[Any]],
+) -> QueryColumn:
+    """One steady-state column in issue order: ``part`` gives its values a
+    block of records at a time (in the records' order), ``order`` puts them
+    in issue order.  Up to :data:`BLOCK_ROWS` queries a numpy array; past
+    it a :class:`SpilledArray` in the records' spill directory, written a
+    block at a time (a disk that refuses a block keeps it in memory: the
+    figures are the same)."""
+    values: npt.NDArray[Any] | None = None
+    for block in columns.blocks():
+        got = part(slice(block.start, block.stop), block)
+        if values is None:
+            values = np.empty(len(columns), got.dtype)
+        values[block.start : block.stop] = got
+    if values is None:
+        values = np.zeros(0, np.int64)
+    rows = record_columns.BLOCK_ROWS  # read now: a test makes it small
+    if len(order) <= rows:
+        return values[order]
+    out = SpilledArray("d" if values.dtype == np.float64 else "q", columns.spill_dir)
+    for lo in range(0, len(order), rows):
+        out.tail.frombytes(values[order[lo : lo + rows]].tobytes())
+        with contextlib.suppress(OSError):
+            out.spill()
+    return out
 
 
 def accuracy_lines(
