@@ -28,9 +28,11 @@ from mlpe_fast.engine.record_columns import (
     as_columns,
 )
 from mlpe_fast.engine.spill import SpilledArray
+from mlpe_fast.metrics.answers import check_answers
 from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
 from mlpe_fast.metrics.tokens import TokenCounts
+from mlpe_fast.metrics.usage_check import usage_cross_check
 from mlpe_fast.point import figures
 from mlpe_fast.wire.events import NO_RESPONSE, ChunkError, TokenGaps, ToolCall
 from mlpe_fast.wire.gaps import BUCKETS
@@ -346,7 +348,10 @@ def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
     )
     start = int(np.sort(columns.column("t_issue"))[40])  # some records before tracking
     stats = [point_stats(columns, counts), point_stats(columns, counts, tracking_start_ns=start)]
+    checks = (check_answers(columns, counts, 30), usage_cross_check(columns, counts))
     monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
+    assert (check_answers(columns, counts, 30), usage_cross_check(columns, counts)) == checks
+    assert checks[0].longer_than_asked and checks[1]["responses"]
     by_blocks = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
     assert by_blocks == whole
     for before, start_ns in zip(stats, (None, start), strict=True):

@@ -122,23 +122,32 @@ def check_answers(
     classes, _ = columns.codes("error_class")
     empty_code = columns.code_of(EMPTY_ANSWER)
     empty = 0 if empty_code is None else int(np.count_nonzero(classes == empty_code))
-    ok = columns.ok
-    unfinished = int(np.count_nonzero(ok & (columns.column("finish_reason") < 0)))
-    server = columns.column("usage_completion_tokens")  # NONE: the endpoint gave none
-    by_server = server != NONE
-    ours = counts.osl if counts is not None else np.full(len(columns), -1, np.int64)
-    tokens = np.where(by_server, server, ours)
-    known = ok & (by_server | (ours >= 0))
-    longest = int(tokens[known].max()) if known.any() else 0
-    longer = 0
-    if asked is not None:
-        over = np.where(by_server, server > asked, tokens > asked + tolerance)
-        longer = int(np.count_nonzero(known & over))
+    unfinished = longer = 0
+    longest: int | None = None  # none known yet
+    ours_all = None if counts is None else counts.osl
+    for block in columns.blocks():  # a block at a time: no whole column (issue 23)
+        ok = block.ok
+        unfinished += int(np.count_nonzero(ok & (block.column("finish_reason") < 0)))
+        server = block.column("usage_completion_tokens")  # NONE: the endpoint gave none
+        by_server = server != NONE
+        ours = (
+            np.full(len(block), -1, np.int64)
+            if ours_all is None
+            else ours_all[block.start : block.stop]
+        )
+        tokens = np.where(by_server, server, ours)
+        known = ok & (by_server | (ours >= 0))
+        if known.any():
+            most = int(tokens[known].max())
+            longest = most if longest is None else max(longest, most)
+        if asked is not None:
+            over = np.where(by_server, server > asked, tokens > asked + tolerance)
+            longer += int(np.count_nonzero(known & over))
     return AnswerChecks(
         asked=asked,
         unfinished=unfinished,
         longer_than_asked=longer,
-        longest=longest,
+        longest=0 if longest is None else longest,
         empty=empty,
         send_max_tokens=send_max_tokens,
     )

@@ -36,16 +36,22 @@ def usage_cross_check(records: Sequence[RequestRecord], counts: TokenCounts) -> 
     ``(server - client) / client`` (None when client counts are 0).
     Uncounted responses (count -1) are left out."""
     columns = as_columns(records)
-    completion = columns.column("usage_completion_tokens")
-    prompt = columns.column("usage_prompt_tokens")
     osl, isl = counts.osl, counts.isl
-    # completed, with integer counts from the endpoint and from us
-    kept = columns.ok & (completion != NONE) & (prompt != NONE) & (osl >= 0) & (isl >= 0)
-    n = int(np.count_nonzero(kept))
-    server_out = int(completion[kept].sum())
-    client_out = int(osl[kept].sum())
-    server_in = int(prompt[kept].sum())
-    client_in = int(isl[kept].sum())
+    n = server_out = client_out = server_in = client_in = 0
+    for block in columns.blocks():  # a block at a time: no whole column (issue 23)
+        rows = slice(block.start, block.stop)
+        completion = block.column("usage_completion_tokens")
+        prompt = block.column("usage_prompt_tokens")
+        block_osl, block_isl = osl[rows], isl[rows]
+        # completed, with integer counts from the endpoint and from us
+        kept = (
+            block.ok & (completion != NONE) & (prompt != NONE) & (block_osl >= 0) & (block_isl >= 0)
+        )
+        n += int(np.count_nonzero(kept))
+        server_out += int(completion[kept].sum())
+        client_out += int(block_osl[kept].sum())
+        server_in += int(prompt[kept].sum())
+        client_in += int(block_isl[kept].sum())
     return {
         "responses": n,
         "server_output_tokens": server_out,
