@@ -28,6 +28,7 @@ from mlpe_fast.engine.record_columns import (
     as_columns,
 )
 from mlpe_fast.engine.spill import SpilledArray
+from mlpe_fast.metrics import stats as stats_module
 from mlpe_fast.metrics.answers import check_answers
 from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
@@ -490,3 +491,57 @@ def test_the_steady_state_of_spilled_issue_order_columns_is_that_of_arrays(
         assert figures.steady_state(columns, stats, counts, 40, 4) == whole, rows
         assert len(made) == 5 and all(s.spilled == 300 for s in made)
     assert whole.figures is not None and len(whole.super_passes) > 2  # a real analysis
+
+
+def test_a_point_s_figures_past_gather_are_read_a_block_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past order_stats.GATHER samples a point's series and distributions
+    are read from the per-record arrays a block at a time (issue 23): the
+    final snapshot's series bit for bit, the distributions' counts,
+    extremes and percentiles exactly, their means and deviations to the
+    last bits."""
+    from mlpe_fast.artifacts.summary import final_snapshot
+    from mlpe_fast.metrics import order_stats
+
+    columns = RecordColumns(_many(300), memory_rows=16)
+    rng = np.random.default_rng(9)
+    counts = TokenCounts(
+        osl=rng.integers(-1, 40, 300),
+        tpot_tokens=rng.integers(-1, 40, 300),
+        isl=rng.integers(-1, 90, 300),
+        complete=False,
+        pending=0,
+        seconds=0.0,
+    )
+
+    def figures() -> tuple[object, dict[str, object]]:
+        stats = point_stats(columns, counts)
+        snapshot = final_snapshot(
+            stats.raw.counters,
+            stats.raw.series,
+            state="complete",
+            n_pending_tasks=0,
+            timestamp_ns=0,
+        )
+        return stats, snapshot
+
+    whole, whole_snapshot = figures()
+    monkeypatch.setattr(order_stats, "GATHER", 20)
+    monkeypatch.setattr(stats_module, "_SERIES_BLOCK", 37)
+    streamed, streamed_snapshot = figures()
+    assert isinstance(streamed.raw.series["ttft_ns"], order_stats.Sample)  # type: ignore[attr-defined]
+    assert streamed_snapshot == whole_snapshot
+    for field in ("ttft", "tpot", "latency", "osl"):
+        before, after = getattr(whole, field), getattr(streamed, field)
+        assert before is not None and before.count > 20, field
+        assert (after.count, after.min, after.max, after.percentiles) == (
+            before.count,
+            before.min,
+            before.max,
+            before.percentiles,
+        ), field
+        for moment in ("total", "mean", "std"):
+            assert getattr(after, moment) == pytest.approx(getattr(before, moment), rel=1e-12)
+    for field in ("osl_total", "tokens_complete", "completed", "system_tps", "tps_per_user"):
+        assert getattr(streamed, field) == getattr(whole, field), field

@@ -416,3 +416,36 @@ def test_remembered_searches_answer_as_fresh_ones() -> None:
     for _ in range(2):
         with pytest.raises(ValueError):
             early_stopping.min_passing(1, 1.0)
+
+
+@pytest.mark.parametrize("kind", ["ns", "tpot", "tokens"])
+@pytest.mark.parametrize("block", [1, 97, 5000])
+def test_a_series_read_a_block_at_a_time_is_the_whole_array_s(
+    kind: str, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past GATHER samples a series is read a block at a time (issue 23):
+    the same dict, bit for bit, as the whole array gives, estimates
+    included; at most GATHER it is gathered and computed as an array."""
+    from mlpe_fast.metrics import order_stats, series
+    from mlpe_fast.metrics.order_stats import Sample
+
+    rng = np.random.default_rng(block)
+    n = 400 if block == 1 else 12_000
+    values = {
+        "ns": rng.integers(10**6, 10**11, n),
+        "tpot": rng.lognormal(16, 1, n),
+        "tokens": rng.integers(0, 5, n),
+    }[kind]
+    whole = series_stat("tpot_ns", values, early_stopping_estimates=True)
+    sample = Sample(lambda: (values[i : i + block] for i in range(0, n, block)), values.dtype)
+    assert series_stat("tpot_ns", sample, early_stopping_estimates=True) == whole
+    streamed: list[int] = []
+    real = series._streamed_stat
+    monkeypatch.setattr(
+        series,
+        "_streamed_stat",
+        lambda *a: streamed.append(1) or real(*a),  # type: ignore[func-returns-value]
+    )
+    monkeypatch.setattr(order_stats, "GATHER", 50)
+    assert series_stat("tpot_ns", sample, early_stopping_estimates=True) == whole
+    assert streamed and any(v is not None for v in whole["early_stopping_percentiles"].values())

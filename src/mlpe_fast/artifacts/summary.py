@@ -42,6 +42,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ..metrics.order_stats import Sample
 from ..metrics.series import series_stat, summary_block
 
 __all__ = (
@@ -112,7 +113,13 @@ def _integral_counter(name: str, value: int | float) -> int:
     return int(value)
 
 
-def _series_values(name: str, values: npt.ArrayLike | None) -> npt.NDArray[Any]:
+def _series_values(name: str, values: npt.ArrayLike | Sample | None) -> npt.NDArray[Any] | Sample:
+    if isinstance(values, Sample):  # read a block at a time (issue 23)
+        if name in _FLOAT_SERIES:
+            return values if values.dtype.kind == "f" else Sample(values.blocks, np.float64)
+        if values.dtype.kind in "iub":
+            return values
+        raise ValueError(f"series {name} holds integers (ns or tokens), got dtype {values.dtype}")
     if values is None:
         return np.empty(0, np.float64 if name in _FLOAT_SERIES else np.int64)
     array = np.asarray(values)
@@ -125,7 +132,7 @@ def _series_values(name: str, values: npt.ArrayLike | None) -> npt.NDArray[Any]:
 
 def final_snapshot(
     counters: Mapping[str, int | float],
-    series: Mapping[str, npt.ArrayLike],
+    series: Mapping[str, npt.ArrayLike | Sample],
     *,
     state: str,
     n_pending_tasks: int,

@@ -34,7 +34,7 @@ carries (rule R12 of ``csrc/mlpe_response.h``):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -42,8 +42,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..engine.record import RequestRecord
-from ..engine.record_columns import NONE, as_columns
+from ..engine.record_columns import NONE, RecordColumns, as_columns
 from ..wire.gaps import BUCKETS, RELATIVE_ERROR, bucket_midpoint
+from .order_stats import Sample
 from .series import PERCENTILES
 from .stats import Distribution, distribution
 
@@ -143,16 +144,15 @@ def latency_detail(
     """The detail of the records where ``measured`` (the point's tracked,
     completed ones: ``PointSeries.tracked_ok``) that were streamed and had
     a first token, as the official TTFT's."""
-    # A block of rows at a time: the counts and gap totals add up, and only
-    # the two series whose percentiles are shown are kept whole (issue 23).
+    # A block of rows at a time: the counts and gap totals add up, and the
+    # two series whose percentiles are shown are read again a block at a
+    # time when asked, never whole (issue 23).
     columns = as_columns(records)
     measured = np.asarray(measured, dtype=np.bool_)
     responses = content_later = without_content = 0
     gaps_count = gaps_zero = gaps_total = 0
     gaps_low: int | None = None
     gaps_high: int | None = None
-    ttfot_parts: list[npt.NDArray[np.int64]] = []
-    ttst_parts: list[npt.NDArray[np.int64]] = []
     with_gaps = np.zeros(len(columns), np.bool_)
     for block in columns.blocks():
         t_first = block.column("t_first")
@@ -166,11 +166,6 @@ def latency_detail(
         content_later += missing + int(
             np.count_nonzero(chosen & has_content & (content != t_first))
         )
-        with_content = chosen & has_content
-        ttfot_parts.append(content[with_content] - block.column("t_issue")[with_content])
-        second = block.column("t_second")
-        with_second = chosen & (second != NONE)
-        ttst_parts.append(second[with_second] - t_first[with_second])
         gapped = chosen & block.flag("gaps")
         with_gaps[block.start : block.stop] = gapped
         if gapped.any():
@@ -181,11 +176,8 @@ def latency_detail(
             high = int(block.column("gaps_max_ns")[gapped].max())
             gaps_low = low if gaps_low is None else min(gaps_low, low)
             gaps_high = high if gaps_high is None else max(gaps_high, high)
-    ttfot, ttst = (
-        np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        for parts in (ttfot_parts, ttst_parts)
-    )
-    del ttfot_parts, ttst_parts
+    ttfot = Sample(lambda: _spans(columns, measured, "t_issue", "t_first_content"), np.int64)
+    ttst = Sample(lambda: _spans(columns, measured, "t_first", "t_second"), np.int64)
     gaps = None
     if gaps_low is not None and gaps_high is not None:
         gaps = _pooled(
@@ -204,6 +196,20 @@ def latency_detail(
         ttst=distribution(ttst),
         itl=gaps,
     )
+
+
+def _spans(
+    columns: RecordColumns, measured: npt.NDArray[np.bool_], start: str, end: str
+) -> Iterator[npt.NDArray[np.int64]]:
+    """Per block, ``end - start`` of the chosen records (:func:`latency_detail`)
+    that have both stamps."""
+    for block in columns.blocks():
+        t_first = block.column("t_first")
+        chosen = measured[block.start : block.stop] & (t_first != NONE)
+        chosen &= block.column("events") > 0
+        begin, finish = block.column(start), block.column(end)
+        chosen &= (begin != NONE) & (finish != NONE)
+        yield finish[chosen] - begin[chosen]
 
 
 def gap_distribution(gaps: Sequence[Any]) -> GapDistribution | None:

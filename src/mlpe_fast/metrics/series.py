@@ -53,7 +53,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from . import order_stats
 from .early_stopping import SortedSamples, estimate, estimate_targets
+from .order_stats import Sample, lower_ranks, order_statistics
 
 __all__ = (
     "HISTOGRAM_BUCKETS",
@@ -189,7 +191,7 @@ def _early_stopping_map(
 
 def series_stat(
     name: str,
-    values: npt.ArrayLike,
+    values: npt.ArrayLike | Sample,
     *,
     early_stopping_estimates: bool = False,
     percentiles: Sequence[float] = PERCENTILES,
@@ -200,7 +202,10 @@ def series_stat(
     Args:
         name: the series name (``"ttft_ns"``, ``"tpot_ns"``, ...).
         values: the raw samples in recording order; an integer array makes an
-            integer series, a float array (TPOT) a float series.
+            integer series, a float array (TPOT) a float series.  A
+            :class:`~.order_stats.Sample` of more than ``GATHER`` samples is
+            read a block at a time, never whole (:func:`_streamed_stat`: the
+            same numbers, issue 23).
         early_stopping_estimates: add ``early_stopping_percentiles`` (the
             reference does for ``ttft_ns``, ``tpot_ns`` and ``sample_latency_ns``
             when early stopping is on, its default).
@@ -211,6 +216,10 @@ def series_stat(
         ValueError: ``values`` is not a 1-d integer or float array, or holds
             a non-finite float.
     """
+    if isinstance(values, Sample):
+        if len(values) > order_stats.GATHER:
+            return _streamed_stat(name, values, early_stopping_estimates, percentiles, n_buckets)
+        values = values.to_numpy()
     array = _as_series_array(name, values)
     integral = array.dtype.kind == "i"
     grid = list(percentiles)
@@ -270,6 +279,107 @@ def series_stat(
         for i in range(len(edges) - 1)
     ]
     return stat
+
+
+class _Asked:
+    """Ascending samples of which only the length is known: it notes the
+    positions an early-stopping estimate reads (the estimate's arithmetic
+    depends on the count alone), so that they are found in one go."""
+
+    def __init__(self, n: int, known: dict[int, Any] | None = None) -> None:
+        self.n = n
+        self.known = known
+        self.asked: list[int] = []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> float:
+        self.asked.append(index)
+        return 0.0 if self.known is None else float(self.known[index])
+
+
+def _streamed_stat(
+    name: str,
+    sample: Sample,
+    early_stopping_estimates: bool,
+    percentiles: Sequence[float],
+    n_buckets: int,
+) -> dict[str, Any]:
+    """:func:`series_stat` of a sample read a block at a time: the sums,
+    extremes and histogram add up block by block (the float sums carried
+    from block to block, so in the same order, to the same bits), and the
+    percentiles and early-stopping estimates are the exact order statistics
+    of :func:`~.order_stats.order_statistics`.  The same dict the whole
+    array gives (``tests/unit/test_series.py`` holds them equal)."""
+    integral = sample.dtype.kind in "iub"
+    grid = list(percentiles)
+    count = 0
+    int_total = int_sum_sq = 0
+    float_total = float_sum_sq = None
+    minimum: Any = None
+    maximum: Any = None
+    for block in sample.blocks():
+        array = _as_series_array(name, block)
+        if not array.size:
+            continue
+        count += int(array.size)
+        low, high = array.min(), array.max()
+        minimum = low if minimum is None else min(minimum, low)
+        maximum = high if maximum is None else max(maximum, high)
+        if integral:
+            block_total, block_sum_sq = _exact_int_sums(array)
+            int_total += block_total
+            int_sum_sq += block_sum_sq
+        else:
+            with np.errstate(over="ignore"):
+                squares = array * array
+            float_total = _carried_sum(float_total, array)
+            float_sum_sq = _carried_sum(float_sum_sq, squares)
+    total: int | float = int_total if integral else float(float_total or 0.0)
+    sum_sq = float(int_sum_sq) if integral else float(float_sum_sq or 0.0)
+    low_value: int | float = int(minimum) if integral else float(minimum)
+    high_value: int | float = int(maximum) if integral else float(maximum)
+    edges = log_spaced_edges(float(low_value), float(high_value), n_buckets)
+    counts = np.zeros(len(edges) - 1, np.int64)
+    for block in sample.blocks():
+        counts += np.histogram(np.clip(block, edges[0], edges[-1]), bins=edges)[0]
+    grid_ranks = lower_ranks(count, grid)
+    asked = _Asked(count)
+    if early_stopping_estimates:
+        _early_stopping_map(asked, grid)
+    found = order_statistics(sample, [*grid_ranks, *asked.asked])
+    stat: dict[str, Any] = {
+        "type": "series",
+        "name": name,
+        "count": count,
+        "total": _finite_or_none(total),
+        "min": _finite_or_none(low_value),
+        "max": _finite_or_none(high_value),
+        "sum_sq": _finite_or_none(sum_sq),
+        "percentiles": {
+            str(p): _finite_or_none(float(found[k])) for p, k in zip(grid, grid_ranks, strict=True)
+        },
+    }
+    if early_stopping_estimates:
+        stat["early_stopping_percentiles"] = {
+            key: _finite_or_none(v)
+            for key, v in _early_stopping_map(_Asked(count, found), grid).items()
+        }
+    stat["histogram"] = [
+        [[_finite_or_none(edges[i]), _finite_or_none(edges[i + 1])], int(counts[i])]
+        for i in range(len(edges) - 1)
+    ]
+    return stat
+
+
+def _carried_sum(carry: float | None, values: npt.NDArray[np.float64]) -> float:
+    """:func:`_sequential_float_sum` of the values after ``carry`` (None:
+    the first block): the running sum goes on where it stopped."""
+    if carry is None:
+        return _sequential_float_sum(values)
+    with np.errstate(over="ignore"):
+        return float(np.cumsum(np.concatenate(([carry], values)))[-1])
 
 
 def _sample_std_dev(count: int, total: int | float, sum_sq: int | float) -> float:

@@ -33,7 +33,8 @@ that fails later; with failures the two clients' TTFT sets can differ.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -41,6 +42,8 @@ import numpy.typing as npt
 
 from ..engine.record import RequestRecord
 from ..engine.record_columns import NONE, as_columns
+from . import order_stats
+from .order_stats import Sample, lower_ranks, order_statistics
 from .series import PERCENTILES  # the reference client's grid (reference-client.md §2.2)
 from .tokens import TokenCounts
 
@@ -101,10 +104,21 @@ class Distribution(msgspec.Struct, frozen=True):
 
 
 def distribution(
-    values: npt.NDArray[np.int64] | npt.NDArray[np.float64],
+    values: npt.NDArray[np.int64] | npt.NDArray[np.float64] | Sample,
     percentiles: Sequence[float] = PERCENTILES,
 ) -> Distribution | None:
-    """The :class:`Distribution` of raw samples, or None when there are none."""
+    """The :class:`Distribution` of raw samples, or None when there are none.
+
+    A :class:`~.order_stats.Sample` of more than ``order_stats.GATHER``
+    samples is read a block at a time (issue 23): count, extremes,
+    percentiles (exact order statistics) and an integer total as the whole
+    array gives them; the mean and standard deviation (and a float total)
+    summed block by block, which can differ from numpy's pairwise sums in
+    the last bits."""
+    if isinstance(values, Sample):
+        if len(values) > order_stats.GATHER:
+            return _streamed_distribution(values, percentiles)
+        values = values.to_numpy()
     if values.size == 0:
         return None
     grid = np.percentile(values, list(percentiles), method="lower")
@@ -119,9 +133,43 @@ def distribution(
     )
 
 
+def _streamed_distribution(sample: Sample, percentiles: Sequence[float]) -> Distribution:
+    """:func:`distribution` of a sample read a block at a time (two passes
+    for the moments, a few for the percentiles)."""
+    count = 0
+    total: Any = 0 if sample.dtype.kind in "iub" else 0.0
+    low: Any = None
+    high: Any = None
+    for block in sample.blocks():
+        if not block.size:
+            continue
+        count += int(block.size)
+        total += int(block.sum()) if sample.dtype.kind in "iub" else float(block.sum())
+        low = block.min() if low is None else min(low, block.min())
+        high = block.max() if high is None else max(high, block.max())
+    mean = total / count
+    squares = sum(
+        float(np.square(block.astype(np.float64) - mean).sum()) for block in sample.blocks()
+    )
+    ranks = lower_ranks(count, list(percentiles))
+    found = order_statistics(sample, ranks)
+    return Distribution(
+        count=count,
+        total=float(total),
+        min=float(low),
+        max=float(high),
+        mean=float(mean),
+        std=float(np.sqrt(squares / count)),
+        percentiles={_key(p): float(found[k]) for p, k in zip(percentiles, ranks, strict=True)},
+    )
+
+
 #: The finish reasons the reference client counts by name; any other is
 #: counted as "other" (``metrics_aggregator/aggregator.py``).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
+
+#: Records read at a time when a series is taken from the per-record arrays.
+_SERIES_BLOCK = 65_536
 
 
 class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
@@ -165,25 +213,44 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
     streaming: bool = True
 
     @property
-    def series(self) -> dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]]:
-        """The samples by series name, each in the records' order (a new
-        array each call).  TTFT and latency are whole nanoseconds, held as
-        float64 per record: exact below 2**53 ns (104 days)."""
-        out: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64]] = {}
+    def series(self) -> dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64] | Sample]:
+        """The samples by series name, each in the records' order (new
+        arrays each call).  TTFT and latency are whole nanoseconds, held as
+        float64 per record: exact below 2**53 ns (104 days).  Past
+        ``order_stats.GATHER`` records each is a :class:`~.order_stats.Sample`
+        read from the per-record arrays a block at a time, never a whole
+        copy (issue 23: 8 B a request a series, and a sort's copy)."""
+        rows = len(self.latency_per_record)
+        whole = rows <= order_stats.GATHER
+        out: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64] | Sample] = {}
+
+        def measured(values: npt.NDArray[np.float64], as_int: bool) -> Any:
+            def blocks() -> Iterator[npt.NDArray[Any]]:
+                for lo in range(0, rows, _SERIES_BLOCK):
+                    part = values[lo : lo + _SERIES_BLOCK]
+                    part = part[~np.isnan(part)]
+                    yield part.astype(np.int64) if as_int else part
+
+            dtype = np.int64 if as_int else np.float64
+            return Sample(blocks, dtype).to_numpy() if whole else Sample(blocks, dtype)
+
+        def counted(values: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> Any:
+            def blocks() -> Iterator[npt.NDArray[Any]]:
+                for lo in range(0, rows, _SERIES_BLOCK):
+                    part = values[lo : lo + _SERIES_BLOCK][mask[lo : lo + _SERIES_BLOCK]]
+                    yield part[part >= 0]
+
+            return Sample(blocks, np.int64).to_numpy() if whole else Sample(blocks, np.int64)
+
         if self.streaming:
-            ttft = self.ttft_per_record
-            out["ttft_ns"] = ttft[~np.isnan(ttft)].astype(np.int64)
-        latency = self.latency_per_record
-        out["sample_latency_ns"] = latency[~np.isnan(latency)].astype(np.int64)
+            out["ttft_ns"] = measured(self.ttft_per_record, True)
+        out["sample_latency_ns"] = measured(self.latency_per_record, True)
         counts = self.counts
         if counts is not None:
             if self.streaming:
-                tpot = self.tpot_per_record
-                out["tpot_ns"] = tpot[~np.isnan(tpot)]
-            osl = counts.osl[self.tracked_ok]
-            out["osl"] = osl[osl >= 0]
-            isl = counts.isl[self.tracked]
-            out["isl"] = isl[isl >= 0]
+                out["tpot_ns"] = measured(self.tpot_per_record, False)
+            out["osl"] = counted(np.asarray(counts.osl), self.tracked_ok)
+            out["isl"] = counted(np.asarray(counts.isl), self.tracked)
         return out
 
 
@@ -359,6 +426,7 @@ def point_stats(
             at = int(np.argmax(issued))
             if last_issue is None or int(t_issue[at]) > last_issue[0]:
                 last_issue = (int(t_issue[at]), int(t_finish[at]))
+    completed = int(np.count_nonzero(done_ok))
     class_names = columns.codes("error_class")[1]
     reasons = _named_counts(reason_codes, class_names, none="none")
     errors = _named_counts(class_codes, class_names)
@@ -368,26 +436,33 @@ def point_stats(
         assert code is not None  # a class that failed a record has a code
         examples[name] = columns.error_message(first_failure[code]) or ""
 
-    ttft_values = ttft_per_record[~np.isnan(ttft_per_record)].astype(np.int64)
-    ttft = distribution(ttft_values)
-    del ttft_values
-    latency_values = latency_per_record[~np.isnan(latency_per_record)].astype(np.int64)
-    latency = distribution(latency_values)
-    del latency_values
+    # The distributions read the same samples the series hold, a block at a
+    # time past order_stats.GATHER (no filtered copy, no sort's copy).
+    raw = PointSeries(
+        counters={},
+        tpot_per_record=tpot_per_record,
+        ttft_per_record=ttft_per_record,
+        latency_per_record=latency_per_record,
+        tracked_ok=done_ok,
+        tracked=tracked,
+        counts=counts,
+        streaming=True,
+    )
+    samples = raw.series
+    ttft = distribution(samples["ttft_ns"])
+    latency = distribution(samples["sample_latency_ns"])
 
     osl: Distribution | None = None
     tpot: Distribution | None = None
     osl_total: int | None = None
     tokens_complete = False
     if counts is not None:
-        osl_values = counts.osl[done_ok]
-        counted = osl_values >= 0
-        tokens_complete = bool(counted.all()) and counts.error is None
-        osl_values = osl_values[counted]
+        osl_values = samples["osl"]
+        tokens_complete = bool(len(osl_values) == completed) and counts.error is None
         osl = distribution(osl_values)
-        osl_total = int(osl_values.sum())
-        del osl_values, counted
-        tpot = distribution(tpot_per_record[~np.isnan(tpot_per_record)])
+        osl_total = 0 if osl is None else int(osl.total)
+        tpot = distribution(samples["tpot_ns"])
+    del samples
     tpot_count = 0 if tpot is None else tpot.count
 
     if n_tracked and first_issue is not None and last_finish is not None:
@@ -396,7 +471,6 @@ def point_stats(
     else:
         start = end = 0 if tracking_start_ns is None else tracking_start_ns
     duration = max(0, end - start)
-    completed = int(np.count_nonzero(done_ok))
     legacy_window = 0
     if n_tracked and last_issue is not None and first_issue is not None:
         # The LoadGen window: first issue to the completion of the
