@@ -15,6 +15,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from mlpe_fast.config.slo import Slo
 from mlpe_fast.engine import record_columns
 from mlpe_fast.engine.audit import audit_records
 from mlpe_fast.engine.record import RequestRecord
@@ -30,6 +31,7 @@ from mlpe_fast.engine.record_columns import (
 from mlpe_fast.engine.spill import SpilledArray
 from mlpe_fast.metrics import stats as stats_module
 from mlpe_fast.metrics.answers import check_answers
+from mlpe_fast.metrics.goodput import goodput_of
 from mlpe_fast.metrics.latency_detail import latency_detail
 from mlpe_fast.metrics.stats import point_stats
 from mlpe_fast.metrics.tokens import TokenCounts
@@ -355,8 +357,16 @@ def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
     assert checks[0].longer_than_asked and checks[1]["responses"]
     by_blocks = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
     assert by_blocks == whole
+    assert stats[0].ttft is not None and stats[0].latency is not None
+    slo = Slo(ttft=stats[0].ttft.p50 / 1e6, e2el=stats[0].latency.p90 / 1e6)
+    good = goodput_of(stats[0], counts.osl, slo)
+    assert good.good and good.met["ttft"] < stats[0].completed
     for before, start_ns in zip(stats, (None, start), strict=True):
         after = point_stats(columns, counts, tracking_start_ns=start_ns)
+        # past BLOCK_ROWS records the per-record samples are in spill files
+        assert isinstance(after.raw.tpot_per_record, SpilledArray) == (rows < 300)
+        if start_ns is None:
+            assert goodput_of(after, counts.osl, slo) == good
         for field in ("ttft", "tpot", "latency", "osl", "errors", "error_examples"):
             assert getattr(after, field) == getattr(before, field), field
         assert after.finish_reasons == before.finish_reasons

@@ -44,6 +44,9 @@ from .stats import PointStats
 
 __all__ = ("Goodput", "best_under_slo", "goodput_of")
 
+#: Records read at a time (the per-record samples may be spilled, issue 23).
+_BLOCK = 65_536
+
 
 class Goodput(msgspec.Struct, frozen=True, kw_only=True):
     """One point's goodput (module docstring).
@@ -125,27 +128,35 @@ def goodput_of(
             unmeasured=unmeasured,
         )
     raw = stats.raw
-    window = raw.tracked_ok
-    met: dict[str, int] = {}
-    good = window.copy()
     per_record = {
         "ttft": raw.ttft_per_record,
         "tpot": raw.tpot_per_record,
         "e2el": raw.latency_per_record,
     }
-    for metric, bound in slo.bounds().items():
-        values = per_record[metric]
-        # NaN (no value) compares False: it does not meet the bound
-        meets = window & (values <= bound * 1e6)
-        met[metric] = int(np.count_nonzero(meets))
-        good &= meets
-    n_good = int(np.count_nonzero(good))
+    bounds = slo.bounds()
+    met = dict.fromkeys(bounds, 0)
+    n_good = good_tokens = 0
+    rows = len(raw.tracked_ok)
+    # A block of records at a time: the per-record samples may be in spill
+    # files (a point of more than BLOCK_ROWS records, issue 23).
+    for lo in range(0, rows, _BLOCK):
+        part = slice(lo, min(rows, lo + _BLOCK))
+        window = raw.tracked_ok[part]
+        good = window.copy()
+        for metric, bound in bounds.items():
+            # NaN (no value) compares False: it does not meet the bound
+            meets = window & (per_record[metric][part] <= bound * 1e6)
+            met[metric] += int(np.count_nonzero(meets))
+            good &= meets
+        n_good += int(np.count_nonzero(good))
+        if osl is not None:
+            counted = osl[part][good]
+            good_tokens += int(counted[counted >= 0].sum())
     issued = stats.issued
     seconds = stats.duration_ns / 1e9
     good_tps = None
     if osl is not None and seconds > 0:
-        counted = osl[good]
-        good_tps = float(counted[counted >= 0].sum()) / seconds
+        good_tps = float(good_tokens) / seconds
     return Goodput(
         slo=slo,
         issued=issued,

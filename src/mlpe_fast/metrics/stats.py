@@ -32,6 +32,7 @@ that fails later; with failures the two clients' TTFT sets can differ.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -40,8 +41,10 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ..engine import record_columns
 from ..engine.record import RequestRecord
 from ..engine.record_columns import NONE, as_columns
+from ..engine.spill import SpilledArray
 from . import order_stats
 from .order_stats import Sample, lower_ranks, order_statistics
 from .series import PERCENTILES  # the reference client's grid (reference-client.md §2.2)
@@ -172,6 +175,11 @@ FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_ca
 _SERIES_BLOCK = 65_536
 
 
+#: A per-record sample array: numpy, or past ``BLOCK_ROWS`` records a
+#: spill file read back a slice at a time (``values[lo:hi]``, issue 23).
+PerRecord = npt.NDArray[np.float64] | SpilledArray
+
+
 class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
     """The raw samples and counters of one point, named as the reference
     client's metrics registry names them (``metrics/final_snapshot.json``,
@@ -192,18 +200,12 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
     counters: dict[str, int]
     #: The TPOT sample of each record, in the records' order; NaN where a
     #: record gives none (the steady-state analysis reads it in issue order).
-    tpot_per_record: npt.NDArray[np.float64] = msgspec.field(
-        default_factory=lambda: np.empty(0, np.float64)
-    )
+    tpot_per_record: PerRecord = msgspec.field(default_factory=lambda: np.empty(0, np.float64))
     #: Likewise each record's TTFT and latency (ns; NaN where it gives
     #: none), and which records are the window's completed ones: the same
     #: values the series hold, per record (``metrics/goodput.py`` reads them).
-    ttft_per_record: npt.NDArray[np.float64] = msgspec.field(
-        default_factory=lambda: np.empty(0, np.float64)
-    )
-    latency_per_record: npt.NDArray[np.float64] = msgspec.field(
-        default_factory=lambda: np.empty(0, np.float64)
-    )
+    ttft_per_record: PerRecord = msgspec.field(default_factory=lambda: np.empty(0, np.float64))
+    latency_per_record: PerRecord = msgspec.field(default_factory=lambda: np.empty(0, np.float64))
     tracked_ok: npt.NDArray[np.bool_] = msgspec.field(default_factory=lambda: np.empty(0, np.bool_))
     #: Which records were issued after tracking started.
     tracked: npt.NDArray[np.bool_] = msgspec.field(default_factory=lambda: np.empty(0, np.bool_))
@@ -224,7 +226,7 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
         whole = rows <= order_stats.GATHER
         out: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64] | Sample] = {}
 
-        def measured(values: npt.NDArray[np.float64], as_int: bool) -> Any:
+        def measured(values: PerRecord, as_int: bool) -> Any:
             def blocks() -> Iterator[npt.NDArray[Any]]:
                 for lo in range(0, rows, _SERIES_BLOCK):
                     part = values[lo : lo + _SERIES_BLOCK]
@@ -333,6 +335,20 @@ def _named_counts(codes: Counter[int], names: Sequence[str], none: str = "") -> 
     return found
 
 
+def _keep(
+    kept: npt.NDArray[np.float64] | SpilledArray, rows: slice, values: npt.NDArray[np.float64]
+) -> None:
+    """A block's per-record samples into their array, or appended to their
+    spill file (a disk that refuses them keeps them in memory: the figures
+    are the same)."""
+    if isinstance(kept, np.ndarray):
+        kept[rows] = values
+        return
+    kept.tail.frombytes(values.tobytes())
+    with contextlib.suppress(OSError):
+        kept.spill()
+
+
 def point_stats(
     records: Sequence[RequestRecord],
     counts: TokenCounts | None = None,
@@ -367,9 +383,12 @@ def point_stats(
     # A block of rows at a time (issue 23): what is kept is one float64 a
     # record for each of TTFT, TPOT and latency, and two masks; the counts
     # and window bounds add up block by block.
-    ttft_per_record = np.full(n, np.nan)
-    latency_per_record = np.full(n, np.nan)
-    tpot_per_record = np.full(n, np.nan)
+    # Past BLOCK_ROWS records the per-record samples go to spill files
+    # beside the records' a block at a time (issue 23: 24 B a request).
+    spill = n > record_columns.BLOCK_ROWS
+    kept_samples = [
+        SpilledArray("d", columns.spill_dir) if spill else np.full(n, np.nan) for _ in range(3)
+    ]
     tracked = np.ones(n, np.bool_)
     done_ok = np.zeros(n, np.bool_)
     chunk_errors = n_streamed = n_tracked = 0
@@ -404,15 +423,18 @@ def point_stats(
                 )
         block_ok = in_window & ok
         done_ok[rows] = block_ok
+        ttft_block, latency_block, tpot_block = (np.full(len(block), np.nan) for _ in range(3))
         ttft_mask = block_ok & streamed & has_first
-        ttft_per_record[rows][ttft_mask] = t_first[ttft_mask] - t_issue[ttft_mask]
-        latency_per_record[rows][block_ok] = t_finish[block_ok] - t_issue[block_ok]
+        ttft_block[ttft_mask] = t_first[ttft_mask] - t_issue[ttft_mask]
+        latency_block[block_ok] = t_finish[block_ok] - t_issue[block_ok]
         if tokens is not None:
             block_tokens = tokens[rows]
             tpot_mask = ttft_mask & (block_tokens > 0)
             per_token = (t_finish[tpot_mask] - t_first[tpot_mask]) / block_tokens[tpot_mask]
             valid = np.isfinite(per_token) & (per_token > 0)
-            tpot_per_record[rows][np.flatnonzero(tpot_mask)[valid]] = per_token[valid]
+            tpot_block[np.flatnonzero(tpot_mask)[valid]] = per_token[valid]
+        for kept, values in zip(kept_samples, (ttft_block, latency_block, tpot_block), strict=True):
+            _keep(kept, rows, values)
         n_streamed += int(np.count_nonzero(block_ok & streamed))
         block_tracked = int(np.count_nonzero(in_window))
         if block_tracked:
@@ -427,6 +449,7 @@ def point_stats(
             if last_issue is None or int(t_issue[at]) > last_issue[0]:
                 last_issue = (int(t_issue[at]), int(t_finish[at]))
     completed = int(np.count_nonzero(done_ok))
+    ttft_per_record, latency_per_record, tpot_per_record = kept_samples
     class_names = columns.codes("error_class")[1]
     reasons = _named_counts(reason_codes, class_names, none="none")
     errors = _named_counts(class_codes, class_names)
