@@ -28,6 +28,7 @@ from mlpe_fast.engine.record_columns import (
     RecordColumns,
     as_columns,
 )
+from mlpe_fast.engine.replicas import endpoint_shares
 from mlpe_fast.engine.spill import SpilledArray
 from mlpe_fast.metrics import stats as stats_module
 from mlpe_fast.metrics.answers import check_answers
@@ -351,9 +352,18 @@ def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
     )
     start = int(np.sort(columns.column("t_issue"))[40])  # some records before tracking
     stats = [point_stats(columns, counts), point_stats(columns, counts, tracking_start_ns=start)]
-    checks = (check_answers(columns, counts, 30), usage_cross_check(columns, counts))
+    urls = [f"http://replica-{i}" for i in range(int(columns.column("endpoint").max()) + 1)]
+    checks = (
+        check_answers(columns, counts, 30),
+        usage_cross_check(columns, counts),
+        endpoint_shares(columns, urls),
+    )
     monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
-    assert (check_answers(columns, counts, 30), usage_cross_check(columns, counts)) == checks
+    assert (
+        check_answers(columns, counts, 30),
+        usage_cross_check(columns, counts),
+        endpoint_shares(columns, urls),
+    ) == checks
     assert checks[0].longer_than_asked and checks[1]["responses"]
     by_blocks = (audit_records(columns, array("q"), 0, 0, 0), latency_detail(columns, tracked))
     assert by_blocks == whole

@@ -196,14 +196,17 @@ def endpoint_shares(records: Sequence[RequestRecord], urls: Sequence[str]) -> li
         ValueError: a record names an endpoint outside ``urls``.
     """
     columns = as_columns(records)
-    endpoint = columns.column("endpoint")
-    outside = (endpoint < 0) | (endpoint >= len(urls))
-    if outside.any():
-        index = int(endpoint[outside][0])
-        raise ValueError(f"a record names endpoint {index}, but {len(urls)} were given")
-    issued = np.bincount(endpoint, minlength=len(urls)).tolist()
-    failed = np.bincount(endpoint[~columns.ok], minlength=len(urls)).tolist()
+    issued = np.zeros(len(urls), np.int64)
+    failed = np.zeros(len(urls), np.int64)
+    for block in columns.blocks():  # a block at a time: no whole column (issue 23)
+        endpoint = block.column("endpoint")
+        outside = (endpoint < 0) | (endpoint >= len(urls))
+        if outside.any():
+            index = int(endpoint[outside][0])
+            raise ValueError(f"a record names endpoint {index}, but {len(urls)} were given")
+        issued += np.bincount(endpoint, minlength=len(urls))
+        failed += np.bincount(endpoint[~block.ok], minlength=len(urls))
     return [
         {"url": url, "issued": n, "completed": n - f, "failed": f}
-        for url, n, f in zip(urls, issued, failed, strict=True)
+        for url, n, f in zip(urls, issued.tolist(), failed.tolist(), strict=True)
     ]

@@ -119,14 +119,15 @@ def check_answers(
     """
     tolerance = 0 if asked is None else max(2, asked // 10)
     columns = as_columns(records)
-    classes, _ = columns.codes("error_class")
     empty_code = columns.code_of(EMPTY_ANSWER)
-    empty = 0 if empty_code is None else int(np.count_nonzero(classes == empty_code))
+    empty = 0
     unfinished = longer = 0
     longest: int | None = None  # none known yet
     ours_all = None if counts is None else counts.osl
     for block in columns.blocks():  # a block at a time: no whole column (issue 23)
         ok = block.ok
+        if empty_code is not None:
+            empty += int(np.count_nonzero(block.column("error_class") == empty_code))
         unfinished += int(np.count_nonzero(ok & (block.column("finish_reason") < 0)))
         server = block.column("usage_completion_tokens")  # NONE: the endpoint gave none
         by_server = server != NONE

@@ -329,6 +329,8 @@ def steady_state(
     # at once (issue 23: 69 B a query before, 8 MB a column at a million).
     columns = as_columns(records)
     order = np.argsort(columns.column("t_issue"), kind="stable")
+    if len(order) < 2**31:  # half the bytes for the rest of the analysis
+        order = order.astype(np.int32)
     tpot = stats.raw.tpot_per_record
     osl = np.asarray(counts.osl, np.int64)
 
@@ -368,7 +370,7 @@ def steady_state(
 
 def _in_issue_order(
     columns: RecordColumns,
-    order: npt.NDArray[np.intp],
+    order: npt.NDArray[np.intp] | npt.NDArray[np.int32],
     part: Callable[[slice, ColumnBlock], npt.NDArray[Any]],
 ) -> QueryColumn:
     """One steady-state column in issue order: ``part`` gives its values a
