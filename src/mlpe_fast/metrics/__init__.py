@@ -13,6 +13,8 @@
   system tokens/s and tps_per_user of one point (spec §1.1-1.3);
 * :mod:`.series`, :mod:`.early_stopping` -- the reference client's stat
   blocks and early-stopping estimates, for the run folder's files;
+* :mod:`.order_stats` -- exact order statistics of samples read a block at
+  a time (a long point's percentiles without its series in memory);
 * :mod:`.usage_check` -- the endpoint's ``usage`` beside our counts;
 * :mod:`.agentic` -- an agentic point's summary fields (full-run OSL,
   ``e2e_avg_interactivity``).
