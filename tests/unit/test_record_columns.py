@@ -126,6 +126,18 @@ def _variety() -> list[RequestRecord]:
     return [_record(i, **shape) for i, shape in enumerate(SHAPES)]
 
 
+def _random_counts(rng: np.random.Generator, n: int) -> TokenCounts:
+    """Token counts of ``n`` records, some of them not counted (-1)."""
+    return TokenCounts(
+        osl=rng.integers(-1, 40, n),
+        tpot_tokens=rng.integers(-1, 40, n),
+        isl=rng.integers(-1, 90, n),
+        complete=False,
+        pending=0,
+        seconds=0.0,
+    )
+
+
 def _many(n: int) -> list[RequestRecord]:
     """``n`` records of every shape in turn, each with its own stamps and
     counts, and gap histograms of different lengths."""
@@ -342,14 +354,7 @@ def test_figures_read_a_block_at_a_time_are_those_of_whole_columns(
     assert np.array_equal(np.concatenate([b.flag("gaps") for b in blocks]), columns.flag("gaps"))
     assert np.array_equal(np.concatenate([b.ok for b in blocks]), columns.ok)
     rng = np.random.default_rng(rows)
-    counts = TokenCounts(
-        osl=rng.integers(-1, 40, 300),
-        tpot_tokens=rng.integers(-1, 40, 300),
-        isl=rng.integers(-1, 90, 300),
-        complete=False,
-        pending=0,
-        seconds=0.0,
-    )
+    counts = _random_counts(rng, 300)
     start = int(np.sort(columns.column("t_issue"))[40])  # some records before tracking
     stats = [point_stats(columns, counts), point_stats(columns, counts, tracking_start_ns=start)]
     urls = [f"http://replica-{i}" for i in range(int(columns.column("endpoint").max()) + 1)]
@@ -487,14 +492,7 @@ def test_the_steady_state_of_spilled_issue_order_columns_is_that_of_arrays(
     made_in_order = _many(300)
     records = [made_in_order[int(i)] for i in rng.permutation(300)]  # not in issue order
     columns = RecordColumns(records, memory_rows=16)
-    counts = TokenCounts(
-        osl=rng.integers(-1, 40, 300),
-        tpot_tokens=rng.integers(-1, 40, 300),
-        isl=rng.integers(-1, 90, 300),
-        complete=False,
-        pending=0,
-        seconds=0.0,
-    )
+    counts = _random_counts(rng, 300)
     stats = point_stats(columns, counts)
     whole = figures.steady_state(columns, stats, counts, dataset_size=40, concurrency=4)
     made: list[SpilledArray] = []
@@ -526,14 +524,7 @@ def test_a_point_s_figures_past_gather_are_read_a_block_at_a_time(
 
     columns = RecordColumns(_many(300), memory_rows=16)
     rng = np.random.default_rng(9)
-    counts = TokenCounts(
-        osl=rng.integers(-1, 40, 300),
-        tpot_tokens=rng.integers(-1, 40, 300),
-        isl=rng.integers(-1, 90, 300),
-        complete=False,
-        pending=0,
-        seconds=0.0,
-    )
+    counts = _random_counts(rng, 300)
 
     def figures() -> tuple[object, dict[str, object]]:
         stats = point_stats(columns, counts)

@@ -542,14 +542,5 @@ def point_stats(
         system_tps=osl_total / seconds if duration > 0 and osl_total is not None else None,
         tps_per_user=1000.0 / tpot_p90_ms if tpot_p90_ms else None,
         tokens_complete=tokens_complete,
-        raw=PointSeries(
-            counters=counters,
-            tpot_per_record=tpot_per_record,
-            ttft_per_record=ttft_per_record,
-            latency_per_record=latency_per_record,
-            tracked_ok=done_ok,
-            tracked=tracked,
-            counts=counts,
-            streaming=streaming,
-        ),
+        raw=msgspec.structs.replace(raw, counters=counters, streaming=streaming),
     )
