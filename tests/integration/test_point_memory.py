@@ -132,3 +132,45 @@ def test_a_point_whose_records_cannot_be_spilled_keeps_them_and_says_so(
     assert warning in (tmp_path / "run" / "report.txt").read_text()
     assert len({r.sample_id for r in result.records}) == 40
     assert all(r.response.content_events == 8 for r in result.records)
+
+
+def test_a_point_read_a_block_at_a_time_gives_the_figures_of_its_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole point, goodput and steady state included, with every figure
+    past its block sizes (rows spilled past 16, blocks of 32 rows, order
+    statistics gathered up to 16 samples; the defaults are 8,192, 65,536 and
+    65,536): the percentiles are those of the records' own samples, the
+    per-record samples are in spill files, and the run folder is written."""
+    import numpy as np
+
+    from mlpe_fast.config.slo import Slo
+    from mlpe_fast.engine.spill import SpilledArray
+    from mlpe_fast.metrics import order_stats
+    from mlpe_fast.metrics.series import PERCENTILES
+
+    monkeypatch.setattr(record_columns, "MEMORY_ROWS", 16)
+    monkeypatch.setattr(record_columns, "BLOCK_ROWS", 32)
+    monkeypatch.setattr(order_stats, "GATHER", 16)
+    config = demo_config(RunConfig(report_dir=str(tmp_path / "run")), set())
+    config = msgspec.structs.replace(
+        config, concurrency=4, num_samples=200, max_output_tokens=8, goodput=Slo(e2el=60_000)
+    )
+    with simulated_endpoint() as endpoint:
+        result = asyncio.run(run_point(config, endpoint, progress=False))
+    stats = result.stats
+    assert stats.completed == len(result.records) == 200
+    assert isinstance(stats.raw.latency_per_record, SpilledArray)
+    ttft = [r.response.t_first - r.t_issue for r in result.records]
+    latency = [r.response.t_done - r.t_issue for r in result.records]
+    for got, samples in ((stats.ttft, ttft), (stats.latency, latency)):
+        assert got is not None and got.count == 200
+        grid = np.percentile(samples, PERCENTILES, method="lower")
+        assert list(got.percentiles.values()) == [float(v) for v in grid]
+    summary = json.loads((tmp_path / "run" / "performance" / "result_summary.json").read_text())
+    assert summary["mlpe_fast"]["goodput"]["good"] == 200
+    snapshot = json.loads((tmp_path / "run" / "metrics" / "final_snapshot.json").read_text())
+    series = {m["name"]: m for m in snapshot["metrics"] if m.get("type") == "series"}
+    assert series["ttft_ns"]["percentiles"]["50.0"] == float(
+        np.percentile(ttft, 50, method="lower")
+    )
