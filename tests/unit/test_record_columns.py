@@ -30,7 +30,6 @@ from mlpe_fast.engine.record_columns import (
 )
 from mlpe_fast.engine.replicas import endpoint_shares
 from mlpe_fast.engine.spill import SpilledArray
-from mlpe_fast.metrics import stats as stats_module
 from mlpe_fast.metrics.answers import check_answers
 from mlpe_fast.metrics.goodput import goodput_of
 from mlpe_fast.metrics.latency_detail import latency_detail
@@ -539,7 +538,7 @@ def test_a_point_s_figures_past_gather_are_read_a_block_at_a_time(
 
     whole, whole_snapshot = figures()
     monkeypatch.setattr(order_stats, "GATHER", 20)
-    monkeypatch.setattr(stats_module, "_SERIES_BLOCK", 37)
+    monkeypatch.setattr(record_columns, "BLOCK_ROWS", 37)
     streamed, streamed_snapshot = figures()
     assert isinstance(streamed.raw.series["ttft_ns"], order_stats.Sample)  # type: ignore[attr-defined]
     assert streamed_snapshot == whole_snapshot
@@ -556,3 +555,28 @@ def test_a_point_s_figures_past_gather_are_read_a_block_at_a_time(
             assert getattr(after, moment) == pytest.approx(getattr(before, moment), rel=1e-12)
     for field in ("osl_total", "tokens_complete", "completed", "system_tps", "tps_per_user"):
         assert getattr(streamed, field) == getattr(whole, field), field
+
+
+def test_a_spilled_block_is_read_back_and_kept_in_memory_when_the_disk_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``SpilledArray.spill_block`` (the figures' spilled copies, issue 23):
+    each block goes to the file and reads back as it was; a file that cannot
+    be written keeps the block in memory, read back the same."""
+    import errno
+    import tempfile
+
+    floats = SpilledArray("d")
+    for lo in range(0, 100, 30):
+        floats.spill_block(np.arange(lo, min(100, lo + 30), dtype=np.float64) / 4)
+    assert floats.spilled == 100 and not floats.tail
+    assert np.array_equal(floats[10:95], np.arange(10, 95) / 4)
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise OSError(errno.ENOSPC, "no room")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    ints = SpilledArray("q")
+    ints.spill_block(np.arange(5))
+    assert ints.spilled == 0 and list(ints.tail) == [0, 1, 2, 3, 4]
+    assert np.array_equal(ints[1:4], [1, 2, 3])

@@ -30,6 +30,7 @@ where ``pread`` is missing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
@@ -159,6 +160,14 @@ class SpilledArray:
             self.tail.frombytes(values)
         else:
             self.tail.extend(values)
+
+    def spill_block(self, values: npt.NDArray[Any]) -> None:
+        """Appends ``values`` (of the store's dtype) and spills the tail; a
+        file that refuses it keeps the tail in memory (the reads are the
+        same, only the memory is not bounded)."""
+        self.tail.frombytes(np.ascontiguousarray(values, self._dtype).tobytes())
+        with contextlib.suppress(OSError):
+            self.spill()
 
     def spill(self) -> None:
         """Writes the tail to the file and empties it (a store on its own).

@@ -40,12 +40,10 @@ import msgspec
 import numpy as np
 
 from ..config.slo import SLO_NAMES, Slo
+from ..engine import record_columns
 from .stats import PointStats
 
 __all__ = ("Goodput", "best_under_slo", "goodput_of")
-
-#: Records read at a time (the per-record samples may be spilled, issue 23).
-_BLOCK = 65_536
 
 
 class Goodput(msgspec.Struct, frozen=True, kw_only=True):
@@ -139,8 +137,9 @@ def goodput_of(
     rows = len(raw.tracked_ok)
     # A block of records at a time: the per-record samples may be in spill
     # files (a point of more than BLOCK_ROWS records, issue 23).
-    for lo in range(0, rows, _BLOCK):
-        part = slice(lo, min(rows, lo + _BLOCK))
+    step = record_columns.BLOCK_ROWS  # the per-record samples may be spilled
+    for lo in range(0, rows, step):
+        part = slice(lo, min(rows, lo + step))
         window = raw.tracked_ok[part]
         good = window.copy()
         for metric, bound in bounds.items():

@@ -32,7 +32,6 @@ that fails later; with failures the two clients' TTFT sets can differ.
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -148,8 +147,9 @@ def _streamed_distribution(sample: Sample, percentiles: Sequence[float]) -> Dist
             continue
         count += int(block.size)
         total += int(block.sum()) if sample.dtype.kind in "iub" else float(block.sum())
-        low = block.min() if low is None else min(low, block.min())
-        high = block.max() if high is None else max(high, block.max())
+        block_low, block_high = block.min(), block.max()
+        low = block_low if low is None else min(low, block_low)
+        high = block_high if high is None else max(high, block_high)
     mean = total / count
     squares = sum(
         float(np.square(block.astype(np.float64) - mean).sum()) for block in sample.blocks()
@@ -170,10 +170,6 @@ def _streamed_distribution(sample: Sample, percentiles: Sequence[float]) -> Dist
 #: The finish reasons the reference client counts by name; any other is
 #: counted as "other" (``metrics_aggregator/aggregator.py``).
 FINISH_REASONS = ("stop", "length", "tool_calls", "content_filter", "function_call")
-
-#: Records read at a time when a series is taken from the per-record arrays.
-_SERIES_BLOCK = 65_536
-
 
 #: A per-record sample array: numpy, or past ``BLOCK_ROWS`` records a
 #: spill file read back a slice at a time (``values[lo:hi]``, issue 23).
@@ -224,12 +220,13 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
         copy (issue 23: 8 B a request a series, and a sort's copy)."""
         rows = len(self.latency_per_record)
         whole = rows <= order_stats.GATHER
+        step = record_columns.BLOCK_ROWS  # records read at a time
         out: dict[str, npt.NDArray[np.int64] | npt.NDArray[np.float64] | Sample] = {}
 
         def measured(values: PerRecord, as_int: bool) -> Any:
             def blocks() -> Iterator[npt.NDArray[Any]]:
-                for lo in range(0, rows, _SERIES_BLOCK):
-                    part = values[lo : lo + _SERIES_BLOCK]
+                for lo in range(0, rows, step):
+                    part = values[lo : lo + step]
                     part = part[~np.isnan(part)]
                     yield part.astype(np.int64) if as_int else part
 
@@ -238,8 +235,8 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
 
         def counted(values: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> Any:
             def blocks() -> Iterator[npt.NDArray[Any]]:
-                for lo in range(0, rows, _SERIES_BLOCK):
-                    part = values[lo : lo + _SERIES_BLOCK][mask[lo : lo + _SERIES_BLOCK]]
+                for lo in range(0, rows, step):
+                    part = values[lo : lo + step][mask[lo : lo + step]]
                     yield part[part >= 0]
 
             return Sample(blocks, np.int64).to_numpy() if whole else Sample(blocks, np.int64)
@@ -344,9 +341,7 @@ def _keep(
     if isinstance(kept, np.ndarray):
         kept[rows] = values
         return
-    kept.tail.frombytes(values.tobytes())
-    with contextlib.suppress(OSError):
-        kept.spill()
+    kept.spill_block(values)
 
 
 def point_stats(

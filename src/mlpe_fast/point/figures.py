@@ -10,7 +10,6 @@ what :func:`point_figures` returns.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -392,9 +391,7 @@ def _in_issue_order(
         return values[order]
     out = SpilledArray("d" if values.dtype == np.float64 else "q", columns.spill_dir)
     for lo in range(0, len(order), rows):
-        out.tail.frombytes(values[order[lo : lo + rows]].tobytes())
-        with contextlib.suppress(OSError):
-            out.spill()
+        out.spill_block(values[order[lo : lo + rows]])
     return out
 
 
