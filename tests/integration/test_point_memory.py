@@ -161,6 +161,10 @@ def test_a_point_read_a_block_at_a_time_gives_the_figures_of_its_records(
     stats = result.stats
     assert stats.completed == len(result.records) == 200
     assert isinstance(stats.raw.latency_per_record, SpilledArray)
+    counts = stats.raw.counts
+    assert counts is not None and isinstance(counts.osl, SpilledArray)  # the counter's files
+    assert stats.osl is not None and stats.osl.count == 200
+    assert stats.osl_total == int(np.asarray(counts.osl).sum()) > 0
     ttft = [r.response.t_first - r.t_issue for r in result.records]
     latency = [r.response.t_done - r.t_issue for r in result.records]
     for got, samples in ((stats.ttft, ttft), (stats.latency, latency)):

@@ -451,6 +451,47 @@ def test_finish_hands_the_counts_over_without_a_copy(demo: Tokenizer) -> None:
     assert grown < 3 * 8 * n // 4, grown  # a copy of the three columns: 480 KB
 
 
+def test_past_a_block_the_counts_are_handed_over_in_spill_files(
+    demo: Tokenizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A counter that waits for the load's end moves its counts to files a
+    block at a time (issue 23: 24 B a request held to the point's end): the
+    same counts as a counter that keeps them, read whole, by slices and by a
+    mask; where the disk refuses, they stay in memory, the same."""
+    import numpy as np
+
+    from mlpe_fast.engine import record_columns
+    from mlpe_fast.engine.spill import SpilledArray
+    from mlpe_fast.metrics.tokens import counts_where
+
+    monkeypatch.setattr(record_columns, "BLOCK_ROWS", 64)
+    n = 1_000
+    texts = [("ab " * (i % 13)) + str(i) for i in range(n)]
+    kept = TokenCounter(demo, spill=False)
+    spilled = TokenCounter(demo, batch_size=50, spill_dir=tmp_path)
+    refused = TokenCounter(demo, spill_dir=tmp_path / "gone")  # no such directory
+    live = TokenCounter(demo, live=True)
+    for counter in (kept, spilled, refused, live):
+        for i, text in enumerate(texts):
+            counter.submit(job(text_record(text, i)))
+    want = kept.finish(timeout=30)
+    assert isinstance(want.osl, np.ndarray)
+    keep = np.arange(n) % 3 == 1
+    for counter, on_disk in ((spilled, True), (refused, False), (live, False)):
+        counts = counter.finish(timeout=30)
+        assert counts.complete and len(counts) == n
+        for name in ("osl", "tpot_tokens", "isl"):
+            got, expected = getattr(counts, name), getattr(want, name)
+            assert isinstance(got, SpilledArray) is on_disk, name
+            if on_disk:
+                assert got.spilled >= n - 64 - 50 and len(got.tail) < 64 + 50
+            assert np.asarray(got).tolist() == expected.tolist()
+            assert got[130:700].tolist() == expected[130:700].tolist()
+            assert counts_where(got, keep).tolist() == expected[keep].tolist()
+        window = counts.subset(keep)
+        assert np.asarray(window.osl).tolist() == want.osl[keep].tolist()
+
+
 @pytest.fixture
 def clean_rayon_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)

@@ -238,6 +238,12 @@ class SpilledArray:
         """Every item, as a new numpy array."""
         return self.read(0, len(self))
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> npt.NDArray[Any]:
+        # np.asarray(store): every item (a whole copy; the figures read
+        # slices instead)
+        values = self.to_numpy()
+        return values if dtype is None else values.astype(dtype, copy=False)
+
 
 class SpillGroup:
     """Stores that take ``per_row[k]`` items each row and are spilled

@@ -36,7 +36,7 @@ def agentic_summary_fields(
     order) and whether it was issued inside the window."""
     columns = as_columns(records)
     ok = columns.ok
-    osl = counts.osl
+    osl = np.asarray(counts.osl)  # an agentic point's whole columns, as below
     counted = ok & (osl >= 0)
     fields: dict[str, Any] = {
         "output_sequence_lengths_full_run": {

@@ -42,6 +42,7 @@ import numpy as np
 from ..config.slo import SLO_NAMES, Slo
 from ..engine import record_columns
 from .stats import PointStats
+from .tokens import CountColumn
 
 __all__ = ("Goodput", "best_under_slo", "goodput_of")
 
@@ -106,7 +107,7 @@ class Goodput(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def goodput_of(
-    stats: PointStats, osl: np.ndarray[Any, Any] | None, slo: Slo, *, streamed: bool = True
+    stats: PointStats, osl: CountColumn | None, slo: Slo, *, streamed: bool = True
 ) -> Goodput:
     """The goodput of a point from its figures (``stats.raw``: the
     per-record TTFT, TPOT and latency of the point's window) and its

@@ -47,7 +47,7 @@ from ..engine.spill import SpilledArray
 from . import order_stats
 from .order_stats import Sample, lower_ranks, order_statistics
 from .series import PERCENTILES  # the reference client's grid (reference-client.md §2.2)
-from .tokens import TokenCounts
+from .tokens import CountColumn, TokenCounts
 
 __all__ = (
     "FINISH_REASONS",
@@ -233,7 +233,7 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
             dtype = np.int64 if as_int else np.float64
             return Sample(blocks, dtype).to_numpy() if whole else Sample(blocks, dtype)
 
-        def counted(values: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_]) -> Any:
+        def counted(values: CountColumn, mask: npt.NDArray[np.bool_]) -> Any:
             def blocks() -> Iterator[npt.NDArray[Any]]:
                 for lo in range(0, rows, step):
                     part = values[lo : lo + step][mask[lo : lo + step]]
@@ -248,8 +248,8 @@ class PointSeries(msgspec.Struct, frozen=True, kw_only=True):
         if counts is not None:
             if self.streaming:
                 out["tpot_ns"] = measured(self.tpot_per_record, False)
-            out["osl"] = counted(np.asarray(counts.osl), self.tracked_ok)
-            out["isl"] = counted(np.asarray(counts.isl), self.tracked)
+            out["osl"] = counted(counts.osl, self.tracked_ok)
+            out["isl"] = counted(counts.isl, self.tracked)
         return out
 
 

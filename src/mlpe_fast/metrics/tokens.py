@@ -56,7 +56,6 @@ import contextlib
 import os
 import threading
 import time
-from array import array
 from collections import deque
 from collections.abc import Callable, Sequence, Sized
 from pathlib import Path
@@ -67,6 +66,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..artifacts.events import PromptData, TextModelOutput, text_model_output
+from ..engine import record_columns
+from ..engine.spill import SpilledArray
 from ..errors import LocalProtocolError, UsageError
 from .chat_template import (
     ChatTemplate,
@@ -258,11 +259,30 @@ class BatchEncoder(Protocol):
     ) -> Sequence[Sized]: ...
 
 
+#: One count a job, in submission order: a numpy array, or past
+#: ``record_columns.BLOCK_ROWS`` jobs the counter's own spill file (issue 23:
+#: 24 B a request held from the counting to the point's end).  Both give a
+#: numpy array for ``len`` and a slice ``[a:b]``; the figures read them a
+#: block at a time.
+CountColumn = npt.NDArray[np.int64] | SpilledArray
+
+
+def counts_where(column: CountColumn, keep: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """The counts where ``keep`` (one flag a job) is true, as a numpy
+    array, read a block at a time."""
+    if isinstance(column, np.ndarray):
+        return column[keep]
+    step = record_columns.BLOCK_ROWS
+    parts = [column[lo : lo + step][keep[lo : lo + step]] for lo in range(0, len(column), step)]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
 class TokenCounts(msgspec.Struct, frozen=True):
     """Token counts of the jobs submitted to a :class:`TokenCounter`, in
     submission order.
 
-    ``osl[i]``, ``tpot_tokens[i]`` and ``isl[i]`` belong to the i-th job; -1
+    ``osl[i]``, ``tpot_tokens[i]`` and ``isl[i]`` belong to the i-th job
+    (each a :data:`CountColumn`: numpy, or spilled past a block); -1
     means not counted (``complete`` is then False); an input of None counts
     0.  ``seconds`` is the wall time spent counting (the reference client's
     ``osl_tokenization_s``); ``error`` says why counting stopped, if it did.
@@ -274,9 +294,9 @@ class TokenCounts(msgspec.Struct, frozen=True):
     ``spill_failure`` says why the rest waited in memory, if spilling failed.
     """
 
-    osl: npt.NDArray[np.int64]
-    tpot_tokens: npt.NDArray[np.int64]
-    isl: npt.NDArray[np.int64]
+    osl: CountColumn
+    tpot_tokens: CountColumn
+    isl: CountColumn
     complete: bool
     pending: int
     seconds: float
@@ -294,7 +314,10 @@ class TokenCounts(msgspec.Struct, frozen=True):
         """The counts of the jobs where ``keep`` is true, in order (an
         agentic window's turns, say)."""
         return msgspec.structs.replace(
-            self, osl=self.osl[keep], tpot_tokens=self.tpot_tokens[keep], isl=self.isl[keep]
+            self,
+            osl=counts_where(self.osl, keep),
+            tpot_tokens=counts_where(self.tpot_tokens, keep),
+            isl=counts_where(self.isl, keep),
         )
 
 
@@ -629,9 +652,13 @@ class TokenCounter:
         self._closed = False
         # Shared with the worker, under _lock:
         self._lock = threading.Lock()
-        self._osl = array("q")
-        self._tpot = array("q")
-        self._isl = array("q")
+        # OSL, TPOT tokens and ISL, in submission order.  A counter that
+        # waits for the load's end moves them to files of their own a block
+        # at a time (issue 23: flat memory in the run's length); a live one
+        # keeps them, since drain() copies them while counting goes on.
+        directory = None if spill_dir is None else os.fspath(spill_dir)
+        self._counts = tuple(SpilledArray("q", directory) for _ in range(3))
+        self._spill_counts = spill and not live
         self._waiters: list[tuple[int, concurrent.futures.Future[None]]] = []
         self._stopping = False  # finish(): count what is queued, then exit
         self._abandon = False  # stop after the current batch
@@ -669,7 +696,7 @@ class TokenCounter:
     @property
     def counted(self) -> int:
         """Jobs counted so far (read without locking; for progress)."""
-        return len(self._osl)
+        return len(self._counts[0])
 
     async def drain(self, timeout: float | None = None) -> TokenCounts:
         """Waits, without blocking the loop, until every job submitted so far
@@ -709,7 +736,7 @@ class TokenCounter:
         with self._lock:
             if stopping:
                 self._stopping = True
-            if len(self._osl) >= target or self._error is not None or self._exited:
+            if len(self._counts[0]) >= target or self._error is not None or self._exited:
                 future.set_result(None)
             else:
                 self._waiters.append((target, future))
@@ -718,18 +745,22 @@ class TokenCounter:
 
     def _snapshot(self, target: int) -> TokenCounts:
         with self._lock:
-            counted = min(len(self._osl), target)
-            arrays = []
-            for source in (self._osl, self._tpot, self._isl):
+            counted = min(len(self._counts[0]), target)
+            arrays: list[CountColumn] = []
+            for source in self._counts:
+                values: CountColumn
                 if self._closed and 0 < counted == target == len(source):
                     # finish(): nothing more is appended, so the counts are
-                    # handed over as views of the counter's own arrays, not
-                    # copied beside them (24 B a request less; issue 23)
-                    values = np.frombuffer(source, dtype=np.int64)
+                    # handed over, not copied beside them (issue 23): the
+                    # spilled store itself, or a view of its in-memory part
+                    if source.spilled:
+                        values = source
+                    else:
+                        values = np.frombuffer(source.tail, dtype=np.int64)
                 else:
                     values = np.full(target, -1, dtype=np.int64)
                     if counted:
-                        values[:counted] = np.frombuffer(source, dtype=np.int64, count=counted)
+                        values[:counted] = source.read(0, counted)
                 arrays.append(values)
             return TokenCounts(
                 osl=arrays[0],
@@ -829,11 +860,15 @@ class TokenCounter:
         osl, tpot, isl = self._texts.count_jobs(batch)
         elapsed = time.perf_counter() - started
         with self._lock:
-            self._osl.extend(osl)
-            self._tpot.extend(tpot)
-            self._isl.extend(isl)
+            for store, values in zip(self._counts, (osl, tpot, isl), strict=True):
+                store.extend(values)
+                if self._spill_counts and len(store.tail) >= record_columns.BLOCK_ROWS:
+                    # a disk that refuses them keeps them in memory: the
+                    # counts are the same, only the memory is not bounded
+                    with contextlib.suppress(OSError):
+                        store.spill()
             self._seconds += elapsed
-            counted = len(self._osl)
+            counted = len(self._counts[0])
             ready = [f for t, f in self._waiters if t <= counted]
             self._waiters = [(t, f) for t, f in self._waiters if t > counted]
         for future in ready:

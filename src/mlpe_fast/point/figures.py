@@ -331,7 +331,7 @@ def steady_state(
     if len(order) < 2**31:  # half the bytes for the rest of the analysis
         order = order.astype(np.int32)
     tpot = stats.raw.tpot_per_record
-    osl = np.asarray(counts.osl, np.int64)
+    osl = counts.osl  # read a slice at a time: it may be spilled
 
     def t_issue(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
         return block.column("t_issue")
