@@ -485,8 +485,10 @@ def test_the_steady_state_of_spilled_issue_order_columns_is_that_of_arrays(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Past BLOCK_ROWS queries the steady state's columns are put in issue
-    order a block at a time into spill files (issue 23); the analysis is the
-    one numpy arrays give, for any block size."""
+    order by merging sorted blocks in spill files (issue 23); the analysis
+    is the one numpy arrays give, for any block size and merge window."""
+    from mlpe_fast.engine import spill_sort
+
     rng = np.random.default_rng(3)
     made_in_order = _many(300)
     records = [made_in_order[int(i)] for i in rng.permutation(300)]  # not in issue order
@@ -501,12 +503,15 @@ def test_the_steady_state_of_spilled_issue_order_columns_is_that_of_arrays(
             super().__init__(typecode, directory)
             made.append(self)
 
-    monkeypatch.setattr(figures, "SpilledArray", Spy)
-    for rows in (1, 7, 64, 299):
+    monkeypatch.setattr(spill_sort, "SpilledArray", Spy)
+    monkeypatch.setattr(spill_sort, "MIN_WINDOW", 1)
+    for rows, merge_rows in ((1, 300), (7, 20), (64, 1), (299, 65_536)):
         monkeypatch.setattr(record_columns, "BLOCK_ROWS", rows)
+        monkeypatch.setattr(spill_sort, "MERGE_ROWS", merge_rows)
         made.clear()
         assert figures.steady_state(columns, stats, counts, 40, 4) == whole, rows
-        assert len(made) == 5 and all(s.spilled == 300 for s in made)
+        # five columns: their sorted runs, then the merged columns
+        assert len(made) == 10 and all(s.spilled == 300 for s in made[5:]), rows
     assert whole.figures is not None and len(whole.super_passes) > 2  # a real analysis
 
 

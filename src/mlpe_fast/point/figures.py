@@ -10,7 +10,7 @@ what :func:`point_figures` returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -23,18 +23,17 @@ from ..accuracy.results import gate_failures
 from ..artifacts.config_yaml import config_to_yaml_dict
 from ..artifacts.summary import final_snapshot, report_text, result_summary, warnings_text
 from ..config import RunConfig
-from ..engine import record_columns
 from ..engine.audit import Audit, ClientTotals, audit_records
 from ..engine.record import RequestRecord
 from ..engine.record_columns import NONE, ColumnBlock, RecordColumns, as_columns
 from ..engine.replicas import endpoint_shares
-from ..engine.spill import SpilledArray
+from ..engine.spill_sort import sort_by_key
 from ..metrics.agentic import agentic_summary_fields
 from ..metrics.answers import AnswerChecks, check_answers
 from ..metrics.goodput import Goodput, goodput_of
 from ..metrics.latency_detail import LatencyDetail, latency_detail
 from ..metrics.stats import PointStats, point_stats
-from ..metrics.steady_state import PointQueries, QueryColumn, SteadyState, detect_steady_state
+from ..metrics.steady_state import PointQueries, SteadyState, detect_steady_state
 from ..metrics.tokens import TokenCounts
 from ..metrics.usage_check import usage_cross_check
 from ..report.latency_detail import latency_detail_lines
@@ -323,76 +322,34 @@ def steady_state(
     its queries in issue order, with the TTFT and TPOT samples the metrics
     use."""
     # The detector reads its columns a slice at a time, so past BLOCK_ROWS
-    # queries each is put in issue order a block at a time into a spill file
-    # beside the records', and only the order and one column are in memory
-    # at once (issue 23: 69 B a query before, 8 MB a column at a million).
+    # queries they are put in issue order by a merge of sorted blocks, in
+    # spill files beside the records' (engine/spill_sort.py; issue 23: a
+    # whole argsort held 20 B a query while it sorted, 69 B before that).
     columns = as_columns(records)
-    order = np.argsort(columns.column("t_issue"), kind="stable")
-    if len(order) < 2**31:  # half the bytes for the rest of the analysis
-        order = order.astype(np.int32)
     tpot = stats.raw.tpot_per_record
     osl = counts.osl  # read a slice at a time: it may be spilled
 
-    def t_issue(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
-        return block.column("t_issue")
-
-    def t_done(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+    def block_columns(block: ColumnBlock) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[Any]]]:
+        rows = slice(block.start, block.stop)
+        ok = block.ok
         done = block.column("t_done")
         finish = np.where(done == NONE, block.column("t_end"), done)
-        finish[~block.ok] = -1
-        return finish
-
-    def ttft(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
+        finish[~ok] = -1
         first = block.column("t_first")
-        values = (first - block.column("t_issue")).astype(np.float64)
-        values[~block.ok | (first == NONE)] = np.nan
-        return values
+        ttft = (first - block.column("t_issue")).astype(np.float64)
+        ttft[~ok | (first == NONE)] = np.nan
+        tpot_sample: npt.NDArray[np.float64] = tpot[rows].copy()  # NaN: no TPOT sample
+        tpot_sample[~(np.isfinite(tpot_sample) & (tpot_sample > 0))] = np.nan
+        output_tokens: npt.NDArray[np.int64] = np.array(osl[rows], np.int64)
+        output_tokens[~ok | (output_tokens < 0)] = -1
+        return block.column("t_issue"), [finish, ttft, tpot_sample, output_tokens]
 
-    def tpot_sample(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
-        values: npt.NDArray[np.float64] = tpot[rows].copy()  # NaN: no TPOT sample
-        values[~(np.isfinite(values) & (values > 0))] = np.nan
-        return values
-
-    def output_tokens(rows: slice, block: ColumnBlock) -> npt.NDArray[Any]:
-        values: npt.NDArray[np.int64] = osl[rows].copy()
-        values[~block.ok | (values < 0)] = -1
-        return values
-
-    ordered = [
-        _in_issue_order(columns, order, part)
-        for part in (t_issue, t_done, ttft, tpot_sample, output_tokens)
-    ]
-    del order
+    ordered = sort_by_key((block_columns(block) for block in columns.blocks()), columns.spill_dir)
+    if not ordered:  # no records: the detector's empty columns
+        ordered = [np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0)]
+        ordered.append(np.zeros(0, np.int64))
     queries = PointQueries(*ordered)
     return detect_steady_state(queries, dataset_size=dataset_size, concurrency=concurrency)
-
-
-def _in_issue_order(
-    columns: RecordColumns,
-    order: npt.NDArray[np.intp] | npt.NDArray[np.int32],
-    part: Callable[[slice, ColumnBlock], npt.NDArray[Any]],
-) -> QueryColumn:
-    """One steady-state column in issue order: ``part`` gives its values a
-    block of records at a time (in the records' order), ``order`` puts them
-    in issue order.  Up to :data:`BLOCK_ROWS` queries a numpy array; past
-    it a :class:`SpilledArray` in the records' spill directory, written a
-    block at a time (a disk that refuses a block keeps it in memory: the
-    figures are the same)."""
-    values: npt.NDArray[Any] | None = None
-    for block in columns.blocks():
-        got = part(slice(block.start, block.stop), block)
-        if values is None:
-            values = np.empty(len(columns), got.dtype)
-        values[block.start : block.stop] = got
-    if values is None:
-        values = np.zeros(0, np.int64)
-    rows = record_columns.BLOCK_ROWS  # read now: a test makes it small
-    if len(order) <= rows:
-        return values[order]
-    out = SpilledArray("d" if values.dtype == np.float64 else "q", columns.spill_dir)
-    for lo in range(0, len(order), rows):
-        out.spill_block(values[order[lo : lo + rows]])
-    return out
 
 
 def accuracy_lines(
