@@ -27,6 +27,17 @@ TTFT_MS, ITL_MS, THOUGHT = 10.0, 4.0, 3
 TIMING = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--seed", "1")
 #: what the endpoint's wake-ups may add to one figure on a loaded machine
 SLACK_MS = 1.0
+#: A token is never sent before its time (the timer's resolution aside),
+#: but on a loaded machine (the suite's other worker, a build) it may go out
+#: milliseconds late, and the endpoint's later tokens keep their own
+#: schedule.  So the bounds below are early by EARLY_MS and late by LATE_MS:
+#: still far from the wrong answers (TTFT 0 or 22 ms, a thought of 8 or 16).
+EARLY_MS, LATE_MS = 0.5, 3.0
+
+
+def _within(value_ms: float, expected_ms: float) -> bool:
+    return expected_ms - EARLY_MS <= value_ms <= expected_ms + LATE_MS
+
 
 #: The official keys of result_summary.json, in the reference's order, and
 #: the two the curve reads: the detail adds none (it lives in the mlpe_fast block).
@@ -73,11 +84,14 @@ def test_reasoning_first_puts_the_first_content_token_after_the_thought(
     assert ttfot["count"] == 8
     # the official TTFT is to the first (reasoning) token; TTFOT to content,
     # THOUGHT inter-token delays later
-    assert _ms(ttft["percentiles"]["50.0"]) == pytest.approx(TTFT_MS, abs=SLACK_MS)
+    assert _within(_ms(ttft["percentiles"]["50.0"]), TTFT_MS), ttft
+    assert _within(_ms(ttfot["percentiles"]["50.0"]), TTFT_MS + THOUGHT * ITL_MS), ttfot
+    # a late first token narrows the gap to the content, which keeps its time
     later = _ms(ttfot["percentiles"]["50.0"] - ttft["percentiles"]["50.0"])
-    assert later == pytest.approx(THOUGHT * ITL_MS, abs=SLACK_MS)
-    assert _ms(ttfot["min"] - ttft["min"]) > THOUGHT * ITL_MS - SLACK_MS
-    assert _ms(detail["ttst_ns"]["percentiles"]["50.0"]) == pytest.approx(ITL_MS, abs=SLACK_MS)
+    assert THOUGHT * ITL_MS - LATE_MS <= later <= THOUGHT * ITL_MS + LATE_MS, later
+    assert _ms(ttfot["min"] - ttft["min"]) > THOUGHT * ITL_MS - LATE_MS
+    ttst = _ms(detail["ttst_ns"]["percentiles"]["50.0"])  # a difference too
+    assert ITL_MS - LATE_MS <= ttst <= ITL_MS + LATE_MS, detail["ttst_ns"]
 
     table = out[out.index(HEADING) :]
     assert "TTFOT, to the first content token" in table

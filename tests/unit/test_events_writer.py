@@ -467,6 +467,35 @@ def test_a_flush_writes_every_byte_even_in_short_writes(tmp_path: Path) -> None:
     writer.close()
 
 
+def test_lines_past_a_mib_are_written_before_the_flush(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the second's flushes a fast run made megabytes of lines, held
+    twice while the flush joined them (issue 23): past LIVE_FLUSH_BYTES they
+    are written at once, whole; a disk that refuses them keeps them for the
+    flush, which says so."""
+    from mlpe_fast.artifacts import events
+
+    monkeypatch.setattr(events, "LIVE_FLUSH_BYTES", 2_000)
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=False)
+    writer.session(SESSION_STARTED, 10)
+    for i in range(40):
+        writer.record(record(f"{i:032x}", i, 100 + i, 200 + i), "p" * 300)
+        assert writer._live_waiting <= 2_000 + 2_000  # one query's lines past the bound
+    written = path.read_bytes()
+    assert len(written) > 40 * 300 * 3 // 4 and written.endswith(b"\n")  # without a flush
+    assert all(json.loads(line) for line in written.split(b"\n")[:-1])
+    writer._live = _ShortWrites(writer._live, most=10**9, fail_at=0)
+    writer.record(record("e" * 32, 98, 300, 400), "p" * 300)  # refused: kept, no raise
+    writer.record(record("f" * 32, 99, 301, 401), "p" * 300)
+    writer._live = writer._live.file
+    writer.flush()
+    lines = path.read_bytes().split(b"\n")
+    assert lines[-1] == b"" and len(lines) - 1 == 1 + 2 * 42
+    writer.close()
+
+
 def test_in_order_lines_are_written_once(tmp_path: Path) -> None:
     # Every record issued after the last session line is where the final file
     # wants it: the live file is kept as it is, no side file even past

@@ -48,8 +48,9 @@ entries go to their own side files as records come
 Lines are made when a query's record arrives (one msgspec ``encode_lines``
 call per record) and written at once, in the order they are made, to the
 file itself (``live``): :meth:`EventsWriter.flush`, which the runner calls
-every second, pushes them to the operating system, so a crash or a kill
-loses at most the last second of records.  The final file places a
+every second, and sooner past :data:`LIVE_FLUSH_BYTES` of them, pushes
+them to the operating system, so a crash or a kill loses at most the last
+second of records and the lines held wait in less than a MiB.  The final file places a
 record's lines by ``t_issue`` between the session events, so a query issued
 inside the performance window is inside it in the file even when it
 completes after ``stop_performance_tracking`` (consumers such as the
@@ -68,6 +69,7 @@ a second file (issue 23).  Without ``live``, every line is kept.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import shutil
 import time
@@ -121,6 +123,10 @@ ERROR_GENERIC = "error.generic"
 ERROR_LOADGEN = "error.loadgen"
 ERROR_SESSION = "error.session"
 ERROR_CLIENT = "error.client"
+
+#: Lines waiting for the live file past this many bytes are written then,
+#: not at the next second's flush (a thousand 64-token queries' lines).
+LIVE_FLUSH_BYTES = 1 << 20
 
 _SESSION_TOPICS = frozenset(
     {
@@ -404,6 +410,7 @@ class EventsWriter:
         # line, which readers drop (iter_events' cut_tail).
         self._live: IO[bytes] | None = None
         self._live_lines: list[bytes] = []
+        self._live_waiting = 0  # bytes in _live_lines
         # Byte spans of the live file (as it will be once flushed): each
         # session line's, and each late record's, which close() moves.
         self._live_size = 0
@@ -564,6 +571,14 @@ class EventsWriter:
             start = self._live_size
             self._live_lines.append(data)
             self._live_size = start + len(data)
+            self._live_waiting += len(data)
+            if self._live_waiting > LIVE_FLUSH_BYTES:
+                # A second of lines at thousands of requests a second is
+                # megabytes, held twice by the flush's join (issue 23: the
+                # peak of a run's first seconds).  A write that fails here
+                # keeps the lines for the next flush, which reports it.
+                with contextlib.suppress(OSError):
+                    self._flush_live()
             if in_order:  # where the final file wants it: written once (module doc)
                 return
             self._late_spans.append((start, self._live_size))
@@ -600,11 +615,13 @@ class EventsWriter:
             # line is never left half written by a flush that returned.
             view = memoryview(b"".join(self._live_lines))
             self._live_lines.clear()
+            self._live_waiting = 0
             try:
                 while view:
                     view = view[self._live.write(view) :]
             except BaseException:
                 self._live_lines.append(bytes(view))  # first in the next flush
+                self._live_waiting = len(view)
                 raise
 
     def close(self) -> None:
