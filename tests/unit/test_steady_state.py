@@ -271,6 +271,47 @@ def test_windowed_figures() -> None:
     assert r.figures.ttft is not None and r.figures.ttft.p90 == TTFT_NS
 
 
+@pytest.mark.parametrize("gather", [1, 17, 10**9])
+def test_windows_read_a_block_at_a_time_give_the_same_figures(
+    gather: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's samples are read a block of queries at a time, never one
+    array (issue 23): past order_stats.GATHER samples its percentiles and
+    the relaxation term's latency p90 are the exact order statistics of the
+    whole window, its counts and totals the same; means and deviations
+    summed block by block agree to the last bits."""
+    from mlpe_fast.metrics import order_stats, steady_state
+
+    q = make_run([0.7] + [1.0] * 7)
+    whole = detect(q)
+    monkeypatch.setattr(order_stats, "GATHER", gather)
+    monkeypatch.setattr(steady_state, "_READ_QUERIES", 37)
+    r = detect(q)
+    assert (r.status, r.window, r.min_duration, r.super_passes) == (
+        whole.status,
+        whole.window,
+        whole.min_duration,
+        whole.super_passes,
+    )
+    assert r.figures is not None and whole.figures is not None
+    for name in ("ttft", "tpot", "latency"):
+        got, want = getattr(r.figures, name), getattr(whole.figures, name)
+        assert (got.count, got.min, got.max, got.percentiles) == (
+            want.count,
+            want.min,
+            want.max,
+            want.percentiles,
+        ), name
+        assert got.mean == pytest.approx(want.mean, rel=1e-12) and got.std == pytest.approx(
+            want.std, rel=1e-9, abs=1e-6
+        )
+    assert (r.figures.osl_total, r.figures.system_tps, r.figures.tps_per_user) == (
+        whole.figures.osl_total,
+        whole.figures.system_tps,
+        whole.figures.tps_per_user,
+    )
+
+
 def test_warmup_is_cropped() -> None:
     r = detect(make_run([0.6, 0.8, 0.9] + [1.0] * 8))
     assert r.warmup_passes == 3

@@ -126,7 +126,7 @@ Statistics, implemented here (no scipy):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 from typing import Any, Final, Literal, Protocol
 
@@ -134,6 +134,8 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from . import order_stats
+from .order_stats import Sample, lower_ranks, order_statistics
 from .stats import Distribution, distribution
 
 __all__ = (
@@ -686,6 +688,14 @@ def _lower(values: _F64, p: float) -> float:
     return float(np.percentile(values, p, method="lower"))
 
 
+def _lower_of(sample: Sample, p: float) -> float:
+    """:func:`_lower` of a sample read a block at a time (the same value)."""
+    if len(sample) <= order_stats.GATHER:
+        return _lower(sample.to_numpy(), p)
+    (rank,) = lower_ranks(len(sample), [p])
+    return float(order_statistics(sample, [rank])[rank])
+
+
 class _Run:
     """Per-super-pass series of one point and the window computations on them.
 
@@ -746,26 +756,29 @@ class _Run:
         return done
 
     def samples(self, name: Literal["tpot", "ttft", "latency"], sl: slice) -> _F64:
-        """The finite samples of the completed queries in ``sl``, in issue
-        order.  Taken a slice at a time and read :data:`_READ_QUERIES` at a
-        time, not kept for the whole run: a point of a million queries would
-        hold 8 MB a metric and its temporaries (issue 23)."""
+        """The finite samples of the completed queries in ``sl`` (a super
+        pass), in issue order, as one array."""
+        return self.sample(name, sl).to_numpy()
+
+    def sample(self, name: Literal["tpot", "ttft", "latency"], sl: slice) -> Sample:
+        """The same samples, handed over :data:`_READ_QUERIES` queries at a
+        time: a window of a million queries is never one array (issue 23:
+        8 MB a metric and its temporaries); its percentiles are exact order
+        statistics (:mod:`.order_stats`)."""
         q = self.q
-        out = np.empty(sl.stop - sl.start, np.float64)
-        found = 0
-        for lo in range(sl.start, sl.stop, _READ_QUERIES):
-            part = slice(lo, min(sl.stop, lo + _READ_QUERIES))
-            t_done = q.t_done_ns[part]
-            done = t_done >= 0
-            if name == "latency":
-                values = (t_done[done] - q.t_issue_ns[part][done]).astype(np.float64)
-            else:
-                values = (q.tpot_ns if name == "tpot" else q.ttft_ns)[part][done]
-            values = values[np.isfinite(values)]
-            out[found : found + values.size] = values
-            found += values.size
-        out.resize(found, refcheck=False)  # in place: no second copy
-        return out
+
+        def blocks() -> Iterator[_F64]:
+            for lo in range(sl.start, sl.stop, _READ_QUERIES):
+                part = slice(lo, min(sl.stop, lo + _READ_QUERIES))
+                t_done = q.t_done_ns[part]
+                done = t_done >= 0
+                if name == "latency":
+                    values = (t_done[done] - q.t_issue_ns[part][done]).astype(np.float64)
+                else:
+                    values = (q.tpot_ns if name == "tpot" else q.ttft_ns)[part][done]
+                yield values[np.isfinite(values)]
+
+        return Sample(blocks, np.float64)
 
     # -- windows
 
@@ -875,8 +888,8 @@ class _Run:
         p50 = p50[np.isfinite(p50)]
         cov_b = _cov(p50) if p50.size >= 2 else 0.0
         tau = float(np.median((self.last[lo:hi] - self.first[lo:hi]) / 1e9))
-        lat = self.samples("latency", self.queries(lo, hi))
-        l_p90 = _lower(lat, 90.0) / 1e9 if lat.size else 0.0
+        lat = self.sample("latency", self.queries(lo, hi))
+        l_p90 = _lower_of(lat, 90.0) / 1e9 if len(lat) else 0.0
         kstar = MIN_TREND_N
         if math.isfinite(cov_b):
             kstar = max(math.ceil((PRECISION_Z * cov_b / PRECISION_EPS) ** 2), MIN_TREND_N)
@@ -914,7 +927,7 @@ class _Run:
             n_counted += int(counted.size)
             osl_total += int(counted.sum())
         duration = self.span_s(lo, hi)
-        tpot_dist = distribution(self.samples("tpot", sl))
+        tpot_dist = distribution(self.sample("tpot", sl))
         window = Window(
             super_pass_start=lo,
             super_pass_end=hi - 1,
@@ -930,9 +943,9 @@ class _Run:
             tokens_complete=n_counted == n_completed,
             system_tps=float(osl_total) / duration if duration > 0 and n_counted else None,
             tps_per_user=1e9 / tpot_dist.p90 if tpot_dist is not None and tpot_dist.p90 else None,
-            ttft=distribution(self.samples("ttft", sl)),
+            ttft=distribution(self.sample("ttft", sl)),
             tpot=tpot_dist,
-            latency=distribution(self.samples("latency", sl)),
+            latency=distribution(self.sample("latency", sl)),
         )
         return window, figures
 
