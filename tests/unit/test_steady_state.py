@@ -138,6 +138,20 @@ def test_mann_kendall_against_pymannkendall(x: np.ndarray) -> None:
 # --------------------------------------------------------------------------- Pettitt
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_mann_kendall_s_and_sen_slope_are_those_of_every_pair_at_once(seed: int) -> None:
+    """S and Sen's slope are found a lag at a time (issue 23: no index
+    arrays of every pair); they are bit for bit those of all the pairs'
+    differences taken at once, ties and equal slopes included."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 400))
+    x = rng.integers(0, 6, n).astype(np.float64) if seed % 2 else rng.normal(1e6, 3e3, n)
+    i, j = np.triu_indices(n, 1)
+    test = mann_kendall(x)
+    assert test.s == int(np.sign(x[j] - x[i]).sum())
+    assert test.slope == float(np.median((x[j] - x[i]) / (j - i)))
+
+
 def test_pettitt_by_hand() -> None:
     """x = 3 1 2 6 4 5, ranks 3 1 2 6 4 5; U_t = 2*sum(r_1..r_t) - 7t:
     -1, -6, -9, -4, -3, so K = 9 at t = 3 (at t = 3 each of the 9 pairs across
