@@ -12,16 +12,25 @@ figures read back (``point_stats`` and ``latency_detail``: every column
 they read, from the file for the spilled store).  ``test_ratios`` prints
 spilled / in memory.
 
+``test_row_moves``: how a row's 37 stamps and small values reach their
+columns, side by side on the same rows: ``a column at a time`` (one
+``array.append`` a column, as the store appended before issue 23's CPU
+work) against ``packed rows`` (the store's way: one ``struct.pack`` a row
+into a buffer, moved to the columns a block at a time).
+
     PYTHONPATH=src pytest bench/bench_record_columns.py -o python_files='bench_*.py' -s
 """
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import msgspec
+import numpy as np
 import pytest
 
+from mlpe_fast.engine import record_columns
 from mlpe_fast.engine.record import RequestRecord
 from mlpe_fast.engine.record_columns import MEMORY_ROWS, RecordColumns
 from mlpe_fast.metrics.latency_detail import latency_detail
@@ -119,3 +128,52 @@ def test_ratios() -> None:
         if kept is None or spilled is None:
             continue
         print(f"{what:<10} {kept:>9.0f} ns {spilled:>9.0f} ns {spilled / kept:>19.2f}x")
+
+
+def _row_values() -> list[tuple[int, ...]]:
+    """Each pool record's row as the store packs it (37 ints)."""
+    columns = RecordColumns(_pool())
+    stamps = [columns.column(name).tolist() for name in record_columns.COLUMNS]
+    return list(zip(*stamps, strict=True))
+
+
+def _by_column(rows: list[tuple[int, ...]]) -> list[array[int]]:
+    tails = [array("q") for _ in record_columns._STAMPS]
+    tails += [array("i") for _ in record_columns._SMALL]
+    for i in range(ROWS):
+        for tail, value in zip(tails, rows[i % 64], strict=True):
+            tail.append(value)
+    return tails
+
+
+def _packed(rows: list[tuple[int, ...]]) -> list[array[int]]:
+    tails = [array("q") for _ in record_columns._STAMPS]
+    tails += [array("i") for _ in record_columns._SMALL]
+    pack, buffer, settle = record_columns._ROW.pack, bytearray(), record_columns._SETTLE_ROWS
+    for i in range(ROWS):
+        buffer += pack(*rows[i % 64])
+        if i % settle == settle - 1 or i == ROWS - 1:
+            block = np.frombuffer(buffer, record_columns._ROW_DTYPE)
+            for tail, name in zip(tails, record_columns.COLUMNS, strict=True):
+                tail.frombytes(block[name].tobytes())
+            del block
+            buffer.clear()
+    return tails
+
+
+_MOVES = {"a column at a time": _by_column, "packed rows": _packed}
+
+
+@pytest.mark.parametrize("way", list(_MOVES))
+@pytest.mark.benchmark(group="record columns: a row's 37 values to their columns, 200,000 rows")
+def test_row_moves(benchmark: Any, way: str) -> None:
+    rows = _row_values()
+    tails = benchmark.pedantic(_MOVES[way], args=(rows,), rounds=3, iterations=1, warmup_rounds=1)
+    assert [tail[ROWS - 1] for tail in tails] == list(rows[(ROWS - 1) % 64])
+    _PER_ROW["move", way] = benchmark.stats.stats.median * 1e9 / ROWS
+    if len([key for key in _PER_ROW if key[0] == "move"]) == len(_MOVES):
+        before, after = _PER_ROW["move", "a column at a time"], _PER_ROW["move", "packed rows"]
+        print(
+            f"\na row to its columns: a column at a time {before:.0f} ns, packed rows "
+            f"{after:.0f} ns ({before / after:.2f}x)"
+        )

@@ -117,6 +117,9 @@ SHAPES: list[dict[str, object]] = [
     {"response_usage": {}, "response_gaps": TokenGaps(0, 0, 0, 0, 0, b"")},
     {"response_usage": {"completion_tokens": True, "prompt_tokens": 2**70}},
     {"response_events": 0, "response_t_second": None, "response_t_first_content": None},
+    # flat integers, one past int64 after one that fits; int64's extremes
+    {"response_usage": {"prompt_tokens": 5, "completion_tokens": 2**63}},
+    {"response_usage": {"prompt_tokens": -(2**63), "completion_tokens": 2**63 - 1}},
 ]
 
 
@@ -167,6 +170,23 @@ def test_every_record_comes_back_as_it_was_without_its_texts() -> None:
         columns[len(records)]
 
 
+@pytest.mark.parametrize("memory_rows", [3, 2**62])
+def test_a_read_between_appends_sees_every_row_so_far(memory_rows: int) -> None:
+    # rows wait packed in a buffer until a block of them moves to the
+    # columns: every read (a record, a column, a block) must see them
+    records = _many(40)
+    columns = RecordColumns(memory_rows=memory_rows)
+    for i, record in enumerate(records):
+        columns.append(record)
+        assert columns[i] == record.without_texts(), i
+        assert columns.column("t_issue").tolist() == [r.t_issue for r in records[: i + 1]]
+        assert columns.sample_id(i) == record.sample_id
+        blocks = list(columns.blocks(7))
+        assert sum(len(block) for block in blocks) == i + 1
+        assert blocks[-1].column("events")[-1] == record.response.events
+    assert list(columns) == [r.without_texts() for r in records]
+
+
 def test_where_a_first_token_stamp_came_from_is_kept() -> None:
     # segment stamps (the capture's verdict) and, over HTTP/2, the bytes the
     # first token's read carried past its frame: the audit reads both
@@ -190,13 +210,13 @@ def test_columns_hold_the_stamps_codes_and_official_counts() -> None:
     assert columns.flag("gaps").tolist() == [r.response.gaps is not None for r in records]
     # the official counts: ints only (not a bool, nor one past int64)
     completion = columns.column("usage_completion_tokens").tolist()
-    assert completion == [5, 6, 7, NONE, NONE, NONE, NONE, 12]
+    assert completion == [5, 6, 7, NONE, NONE, NONE, NONE, 12, NONE, 2**63 - 1]
     assert columns.column("usage_prompt_tokens").tolist()[4:7] == [3, NONE, NONE]
     codes, names = columns.codes("finish_reason")
     assert [None if c < 0 else names[c] for c in codes] == [
         r.response.finish_reason for r in records
     ]
-    assert columns.gaps_buckets(np.array([True] + [False] * 7)) == bytes(range(16))
+    assert columns.gaps_buckets(np.array([True] + [False] * 9)) == bytes(range(16))
 
 
 def test_an_error_class_keeps_its_first_messages_and_counts_the_rest() -> None:
@@ -250,9 +270,9 @@ def test_statistics_from_the_columns_are_the_records_own() -> None:
         r.ttft_ns for r in ok if r.response.events and r.ttft_ns is not None
     ]
     assert stats.raw.series["sample_latency_ns"].tolist() == [r.latency_ns for r in ok]
-    assert (stats.completed, stats.failed, stats.errors) == (7, 1, {"HTTPStatusError": 1})
+    assert (stats.completed, stats.failed, stats.errors) == (9, 1, {"HTTPStatusError": 1})
     assert stats.error_examples == {"HTTPStatusError": "HTTP 400: too long"}
-    assert stats.finish_reasons == {"stop": 6, "length": 1}
+    assert stats.finish_reasons == {"stop": 8, "length": 1}
     assert stats.chunk_errors == 2
     assert stats.window_end_ns == max(
         r.t_end if r.response.t_done is None else r.response.t_done for r in records
