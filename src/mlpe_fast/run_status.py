@@ -1,9 +1,10 @@
 """What the points of ``mlpe-fast run`` said, and the exit status it makes.
 
 Each point's result is taken as it ends (:meth:`RunStatus.took`); the run's
-status is decided once, in this order: an engine lost (5), interrupted
-(130), no request succeeded anywhere it was tried (4), answers that are not
-what was asked for (6), else 0 (``cli.py`` lists the statuses).
+status is decided once, in this order: an engine lost (5), the disk
+refused the run folder (7), interrupted (130), no request succeeded
+anywhere it was tried (4), answers that are not what was asked for (6),
+else 0 (``docs/running.md`` lists the statuses).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # light to import: the CLI reads the statuses at start
 
 __all__ = (
     "EXIT_ENGINE_LOST",
+    "EXIT_FOLDER_REFUSED",
     "EXIT_INTERRUPTED",
     "EXIT_NOTHING_SUCCEEDED",
     "EXIT_SUSPECT_ANSWERS",
@@ -26,6 +28,7 @@ __all__ = (
 EXIT_NOTHING_SUCCEEDED = 4
 EXIT_ENGINE_LOST = 5
 EXIT_SUSPECT_ANSWERS = 6
+EXIT_FOLDER_REFUSED = 7
 EXIT_INTERRUPTED = 130
 
 
@@ -38,6 +41,7 @@ class RunStatus:
         self.lost: list[str] = []
         self.suspect: list[str] = []
         self.nothing: list[tuple[str, str]] = []
+        self.refused: list[str] = []
 
     def took(self, config: RunConfig, result: PointResult) -> None:
         """Notes one point's result, and says at once if it was cut short."""
@@ -46,6 +50,12 @@ class RunStatus:
             self.lost.append(result.failure)
             kept = f"; partial results in {config.report_dir}" if config.report_dir else ""
             self._say(f"the point was cut short: {result.failure}{kept}")
+        if result.folder_error is not None:
+            self.refused.append(result.folder_error)
+            self._say(
+                f"the disk refused the run folder ({result.folder_error}): the point stopped "
+                "there; the figures above cover what completed, the folder is incomplete"
+            )
         if result.answers is not None and result.answers.suspect:
             self.suspect.append(where)
         if result.stats.issued and not result.stats.completed:
@@ -56,6 +66,8 @@ class RunStatus:
         """The run's status, with its last line on stderr."""
         if self.lost:
             return EXIT_ENGINE_LOST
+        if self.refused:  # said as the point ended
+            return EXIT_FOLDER_REFUSED
         if interrupted:
             self._say(
                 "interrupted; the curve stops at that point"

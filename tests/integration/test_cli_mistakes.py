@@ -364,3 +364,44 @@ def test_the_cli_keeps_numpy_s_blas_to_one_thread_unless_told(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert out.strip().splitlines()[-1] == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE as Linux has it")
+def test_a_disk_that_refuses_the_run_folder_stops_the_point_in_one_line(
+    endpoint: str, tmp_path: Path
+) -> None:
+    # A full disk mid-run was a traceback at the end, with no result written
+    # and the load run to its end first.  A file-size limit refuses writes
+    # as a full disk does (Python ignores SIGXFSZ: the write fails EFBIG).
+    import resource
+
+    room = 200_000
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (room, room))
+
+    folder = tmp_path / "run"
+    asked = 200_000  # minutes of this endpoint's answers, were the point not stopped
+    flags = ("--concurrency", "8", "--num-samples", str(asked), "--report-dir", str(folder))
+    proc = subprocess.run(
+        [sys.executable, "-m", "mlpe_fast.cli", *_run(endpoint, *flags)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        preexec_fn=limited,
+        timeout=120,
+    )
+    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 7, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"mlpe-fast: the disk refused the run folder ({folder / 'events.jsonl'}: File too "
+        "large): the point stopped there; the figures above cover what completed, the folder "
+        "is incomplete"
+    )
+    assert f"run folder: {folder}" in proc.stdout  # the report was printed
+    assert (folder / "events.jsonl").stat().st_size == room  # as far as the disk took it
+    summary = json.loads((folder / "performance" / "result_summary.json").read_text())
+    assert summary["state"] == "interrupted" and summary["complete"] is False
+    assert summary["mlpe_fast"]["folder_error"].endswith("events.jsonl: File too large")
+    assert 0 < summary["n_samples_completed"] < asked // 10  # stopped, not run to its end

@@ -455,11 +455,12 @@ def test_a_flush_writes_every_byte_even_in_short_writes(tmp_path: Path) -> None:
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) - 1 == 1 + 2 * 20
     assert all(json.loads(line) for line in lines[:-1])
-    # A write that fails: what it did not take goes first in the next flush.
+    # A write that fails: it raises nothing, the refusal is kept, and what it
+    # did not take goes first in the next flush.
     writer._live = _ShortWrites(writer._live.file, most=5, fail_at=12)
     writer.record(record("f" * 32, 99, 300, 400), "q")
-    with pytest.raises(OSError):
-        writer.flush()
+    writer.flush()
+    assert writer.write_error == f"{path}: No space left on device"
     writer.flush()
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and all(json.loads(line) for line in lines[:-1])
@@ -489,11 +490,63 @@ def test_lines_past_a_mib_are_written_before_the_flush(
     writer._live = _ShortWrites(writer._live, most=10**9, fail_at=0)
     writer.record(record("e" * 32, 98, 300, 400), "p" * 300)  # refused: kept, no raise
     writer.record(record("f" * 32, 99, 301, 401), "p" * 300)
+    assert writer.write_error == f"{path}: No space left on device"
     writer._live = writer._live.file
     writer.flush()
     lines = path.read_bytes().split(b"\n")
     assert lines[-1] == b"" and len(lines) - 1 == 1 + 2 * 42
     writer.close()
+    assert writer.unwritten_bytes == 0  # all written in the end
+
+
+class _FullDisk:
+    """A file on a disk that fills after ``room`` bytes: the write that
+    reaches it takes what fits, every later one is refused."""
+
+    def __init__(self, file: Any, room: int) -> None:
+        self.file, self.room = file, room
+
+    def write(self, data: Any) -> int:
+        if self.room == 0:
+            raise OSError(28, "No space left on device")
+        n = self.file.write(bytes(data[: self.room]))
+        self.room -= n
+        return int(n)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_full_disk_ends_the_log_where_it_filled_without_raising(
+    tmp_path: Path, late: bool
+) -> None:
+    # The flush task and the point call flush and record on the event loop:
+    # an OSError there ended the task silently, then close raised it as a
+    # traceback and no result was written (issue 23's note).
+    path = tmp_path / "events.jsonl"
+    writer = EventsWriter(path, streaming=False)
+    writer.session(SESSION_STARTED, 10)
+    writer.session(SESSION_START_PERFORMANCE_TRACKING, 20)
+    for i in range(10):
+        writer.record(record(f"{i:032x}", i, 100 + i, 200 + i), "p" * 50)
+    writer.flush()
+    whole = path.stat().st_size
+    writer._live = _FullDisk(writer._live, room=300)
+    for i in range(10, 30):
+        writer.record(record(f"{i:032x}", i, 100 + i, 200 + i), "p" * 50)
+        writer.flush()
+    writer.session(SESSION_STOP_PERFORMANCE_TRACKING, 500)
+    if late:  # issued before the stop line: close would move it back
+        writer.record(record("e" * 32, 99, 400, 600), "p")
+    writer.session(SESSION_ENDED, 700)
+    writer.close()
+    assert writer.write_error == f"{path}: No space left on device"
+    assert path.stat().st_size == whole + 300  # the file as far as the disk took it
+    lines = path.read_bytes().split(b"\n")
+    assert all(json.loads(line) for line in lines[:-1])  # whole lines, then one cut
+    assert writer.unwritten_bytes > 20 * 100
+    assert not list(tmp_path.glob("events.jsonl.*"))  # no final file left behind
 
 
 def test_in_order_lines_are_written_once(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import pytest
 from mlpe_fast.metrics.answers import AnswerChecks
 from mlpe_fast.run_status import (
     EXIT_ENGINE_LOST,
+    EXIT_FOLDER_REFUSED,
     EXIT_INTERRUPTED,
     EXIT_NOTHING_SUCCEEDED,
     EXIT_SUSPECT_ANSWERS,
@@ -20,7 +21,12 @@ from mlpe_fast.run_status import (
 
 
 def _result(
-    *, issued: int = 4, completed: int = 4, failure: str | None = None, suspect: bool = False
+    *,
+    issued: int = 4,
+    completed: int = 4,
+    failure: str | None = None,
+    suspect: bool = False,
+    folder_error: str | None = None,
 ) -> Any:
     stats = SimpleNamespace(
         issued=issued,
@@ -28,7 +34,7 @@ def _result(
         error_examples={"ConnectError": "connection refused"} if completed < issued else {},
     )
     answers = AnswerChecks(asked=8, unfinished=1 if suspect else 0)
-    return SimpleNamespace(stats=stats, failure=failure, answers=answers)
+    return SimpleNamespace(stats=stats, failure=failure, answers=answers, folder_error=folder_error)
 
 
 def _config(concurrency: int, report_dir: str = "") -> Any:
@@ -51,6 +57,19 @@ def test_an_engine_lost_wins_over_everything_and_is_said_when_it_happens() -> No
         "mlpe-fast: the point was cut short: engine 1 exited; partial results in out/r4\n"
     )
     assert status.exit_status(interrupted=True, curve=True) == EXIT_ENGINE_LOST
+
+
+def test_a_refused_run_folder_is_said_when_the_point_ends_and_wins_over_an_interrupt() -> None:
+    # The point stopped itself (an interrupt of its own): the disk is why.
+    err = io.StringIO()
+    status = RunStatus(err)
+    status.took(_config(4, "out/r4"), _result(folder_error="out/r4/events.jsonl: File too large"))
+    assert err.getvalue() == (
+        "mlpe-fast: the disk refused the run folder (out/r4/events.jsonl: File too large): the "
+        "point stopped there; the figures above cover what completed, the folder is incomplete\n"
+    )
+    assert status.exit_status(interrupted=True, curve=False) == EXIT_FOLDER_REFUSED
+    assert err.getvalue().count("\n") == 1  # and nothing more
 
 
 @pytest.mark.parametrize(

@@ -64,12 +64,20 @@ each late record moved back into its segment.  A run with no late record
 (every record finished before the next session line) keeps the live file
 as it is: its lines were written once, not also to memory, side files and
 a second file (issue 23).  Without ``live``, every line is kept.
+
+A write the disk refuses (full, or past a file-size limit) raises
+nothing: the writer keeps the first refusal
+(:attr:`EventsWriter.write_error`) and the lines it did not take, which
+go first in the next write; the point, seeing the refusal, stops issuing
+(``point/writer.py``), so what waits is bounded by what was in flight.
+:meth:`EventsWriter.close` tries them a last time; what it cannot write
+is counted (:attr:`EventsWriter.unwritten_bytes`) and the file ends at the
+last line the disk took (a cut last line is dropped by readers).
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import os
 import shutil
 import time
@@ -404,6 +412,11 @@ class EventsWriter:
         self._session_lines: list[bytes] = []
         self._buffered = 0
         self._closed = False
+        #: The first write the disk refused, as one line (None: none was;
+        #: module doc).
+        self.write_error: str | None = None
+        #: Bytes of lines never written (the disk still refused them at close).
+        self.unwritten_bytes = 0
         # Whole lines only reach the live file, one write per flush (looped
         # over short writes), so that a kill between flushes leaves no half
         # line behind; one in the very middle of a write can cut the last
@@ -559,7 +572,10 @@ class EventsWriter:
         )
         self._place(record.t_issue, self._encoder.encode_lines(lines))
         if phase != WARMUP_PHASE:
-            self.sample_index_map.add(phase, uuid, record.sample_index)
+            try:  # its side files are in the same folder (the same disk)
+                self.sample_index_map.add(phase, uuid, record.sample_index)
+            except OSError as error:
+                self._refused(self.sample_index_map.directory, error)
 
     # -- output
 
@@ -575,10 +591,8 @@ class EventsWriter:
             if self._live_waiting > LIVE_FLUSH_BYTES:
                 # A second of lines at thousands of requests a second is
                 # megabytes, held twice by the flush's join (issue 23: the
-                # peak of a run's first seconds).  A write that fails here
-                # keeps the lines for the next flush, which reports it.
-                with contextlib.suppress(OSError):
-                    self._flush_live()
+                # peak of a run's first seconds).
+                self._flush_live()
             if in_order:  # where the final file wants it: written once (module doc)
                 return
             self._late_spans.append((start, self._live_size))
@@ -619,10 +633,16 @@ class EventsWriter:
             try:
                 while view:
                     view = view[self._live.write(view) :]
-            except BaseException:
+            except BaseException as error:
                 self._live_lines.append(bytes(view))  # first in the next flush
                 self._live_waiting = len(view)
-                raise
+                if not isinstance(error, OSError):
+                    raise
+                self._refused(self.path, error)  # module doc
+
+    def _refused(self, where: Path, error: OSError) -> None:
+        if self.write_error is None:
+            self.write_error = f"{where}: {error.strerror or error}"
 
     def close(self) -> None:
         """Replaces the file with the final one (segments and session lines in
@@ -638,9 +658,12 @@ class EventsWriter:
                     self._flush_live()
                 finally:
                     live.close()
+                    self.unwritten_bytes += self._live_waiting  # refused a last time
                     self._live_lines.clear()
-                if not self._late_spans:
-                    return  # the live file is the final one (module doc)
+                if not self._late_spans or self.unwritten_bytes:
+                    # the live file is the final one (module doc), or all the
+                    # disk took: a rebuild would not find the spans it expects
+                    return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             final = self.path.with_name(f"{self.path.name}.final")
             try:
@@ -653,6 +676,8 @@ class EventsWriter:
                             if i < len(self._session_lines):
                                 out.write(self._session_lines[i])
                 os.replace(final, self.path)
+            except OSError as error:  # a live file stays as it was
+                self._refused(final, error)
             finally:
                 final.unlink(missing_ok=True)
         finally:

@@ -31,6 +31,7 @@ class Interrupt:
         self.phase: Stoppable | None = None
         self.counter: TokenCounter | None = None
         self.requested = 0
+        self.reason: str | None = None  # why stop() was called (None: a signal or nothing)
         self._installed: list[int] = []
 
     def install(self) -> None:
@@ -55,11 +56,23 @@ class Interrupt:
     def _on_signal(self) -> None:
         self.requested += 1
         if self.requested == 1:
-            if self.phase is not None:
-                self.phase.stop()
-            asyncio.get_running_loop().create_task(self.client.cancel_in_flight())
+            self._stop_issuing()
         elif self.counter is not None:
             self.counter.close()
+
+    def stop(self, reason: str) -> None:
+        """Stops the point as a first signal does, for ``reason`` (the disk
+        refused the run folder: ``point/writer.py``); a later signal then
+        stops the counting."""
+        self.reason = reason
+        if not self.requested:
+            self.requested = 1
+            self._stop_issuing()
+
+    def _stop_issuing(self) -> None:
+        if self.phase is not None:
+            self.phase.stop()
+        asyncio.get_running_loop().create_task(self.client.cancel_in_flight())
 
 
 async def count_tokens(counter: TokenCounter, interrupt: Interrupt) -> TokenCounts:

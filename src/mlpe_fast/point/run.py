@@ -37,7 +37,9 @@ class PointResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     "interrupted").  ``failure`` says why a point on several engines was
     cut short (an engine lost); its state is then "interrupted".
     ``answers`` counts the measured answers that are not what was asked
-    for (``metrics/answers.py``)."""
+    for (``metrics/answers.py``).  ``folder_error`` is the first write to
+    the run folder the disk refused (``point/writer.py``): the point
+    stopped there and its folder is incomplete."""
 
     config: RunConfig
     endpoints: tuple[str, ...]
@@ -50,6 +52,7 @@ class PointResult(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     accuracy: list[dict[str, Any]] = msgspec.field(default_factory=list)
     failure: str | None = None
     answers: AnswerChecks | None = None
+    folder_error: str | None = None
 
 
 async def run_point(
@@ -109,6 +112,7 @@ async def run_point(
             server_metrics=metrics,
         )
         point.writer.finish(figures, measured, entries)
+        folder_error = point.writer.write_error
     return PointResult(
         config=config,
         endpoints=urls,
@@ -117,10 +121,11 @@ async def run_point(
         audit=figures.audit,
         table=figures.table,
         summary=figures.summary,
-        state=figures.state,
+        state="interrupted" if folder_error is not None else figures.state,
         accuracy=entries,
         failure=figures.failure,
         answers=figures.answers,
+        folder_error=folder_error,
     )
 
 

@@ -7,6 +7,14 @@ most the last second of records), and the result files written once the
 figures are known (:meth:`RunWriter.finish`).  On a failure the logs are
 closed with what they hold and no session end, so that ``analyze`` says the
 run did not end.  Without ``--report-dir`` nothing is written.
+
+A write the disk refuses (full, or past a file-size limit) raises nothing
+here: the first refusal is kept (:attr:`RunWriter.write_error`), the
+point is told at the next second's flush and stops issuing (``on_refused``
+of :meth:`RunWriter.session`), the result files are written if the disk
+takes them, and their summary says the point did not complete
+(``state: "interrupted"``, ``mlpe_fast.folder_error``).  The run then ends
+with that one line and its own exit status (``run_status.py``).
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ class RunWriter:
         self.events: EventsWriter | None = None
         self.warmup_events: EventsWriter | None = None
         self._server_metrics: BinaryIO | None = None
+        self._refusals: list[str] = []  # writes the disk refused, outside the logs
 
     @property
     def path(self) -> Path | None:
@@ -103,21 +112,39 @@ class RunWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def write_error(self) -> str | None:
+        """The first write to the folder the disk refused (module doc)."""
+        errors = [w.write_error for w in self._writers() if w.write_error is not None]
+        return next(iter(errors + self._refusals), None)
+
     @contextlib.asynccontextmanager
-    async def session(self) -> AsyncIterator[None]:
+    async def session(
+        self, on_refused: Callable[[str], object] | None = None
+    ) -> AsyncIterator[None]:
         """The session: its start logged, then the event logs flushed every
-        second while the load runs (its end is logged by :meth:`finish`)."""
+        second while the load runs (its end is logged by :meth:`finish`);
+        ``on_refused(error)``, once, at the first flush after the disk
+        refused a write (module doc)."""
         if self.events is not None:
             self.events.session(SESSION_STARTED)
         writers = self._writers()
 
         async def flush() -> None:
+            told = False
             while True:
                 await asyncio.sleep(1.0)
                 for writer in writers:
                     writer.flush()
                 if self._server_metrics is not None:
-                    self._server_metrics.flush()
+                    try:
+                        self._server_metrics.flush()
+                    except OSError as error:
+                        self._refused(SERVER_METRICS, error)
+                refused = self.write_error
+                if refused is not None and not told and on_refused is not None:
+                    told = True
+                    on_refused(refused)
 
         task = asyncio.get_running_loop().create_task(flush()) if writers else None
         try:
@@ -137,6 +164,19 @@ class RunWriter:
         folder, events = self.folder, self.events
         if folder is None or events is None:
             return
+        try:
+            self._finish(folder, events, figures, measured, entries)
+        except OSError as error:  # the disk refused a result file: the rest is lost
+            self._refused(getattr(error, "filename", None) or folder.path, error)
+
+    def _finish(
+        self,
+        folder: RunFolder,
+        events: EventsWriter,
+        figures: PointFigures,
+        measured: Measured,
+        entries: Sequence[dict[str, Any]],
+    ) -> None:
         if measured.engines is not None:
             write_engines_report(folder.path, measured.engines)
         if figures.failure is not None:  # so that analyze of the log says so too
@@ -145,6 +185,11 @@ class RunWriter:
         events.close()
         write_sample_idx_map(folder.sample_idx_map, events.sample_index_map)
         self.close()
+        error = self.write_error
+        if error is not None:  # the log is cut: the point did not complete (module doc)
+            figures.summary["state"] = "interrupted"
+            figures.summary["complete"] = False
+            figures.summary.setdefault("mlpe_fast", {})["folder_error"] = error
         if self.config.mode == "acc":
             folder.report_txt.write_text(figures.report, encoding="utf-8")
         else:
@@ -163,7 +208,13 @@ class RunWriter:
             writer.close()
             writer.sample_index_map.close()
         if self._server_metrics is not None:
-            self._server_metrics.close()
+            try:
+                self._server_metrics.close()
+            except OSError as error:
+                self._refused(SERVER_METRICS, error)
+
+    def _refused(self, where: str | Path, error: OSError) -> None:
+        self._refusals.append(f"{where}: {error.strerror or error}")
 
     def _writers(self) -> list[EventsWriter]:
         return [w for w in (self.events, self.warmup_events) if w is not None]
