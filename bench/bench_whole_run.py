@@ -23,6 +23,21 @@ next to nothing and sending each answer in one ``sendfile``; the C counter
 only, run sizes 2,000 -> 14,000 requests (300 -> 2,100 for per event), and
 the load phase's CPU (the self-audit's ``cpu_s``) beside the whole run's.
 
+``test_whole_run_instructions`` (opt in: ``MLPE_BENCH_CALLGRIND=1``, needs
+valgrind; about 2 minutes a tree): the same command against nginx (64-event
+prose answers) under ``valgrind --tool=callgrind``, whose count of the
+instructions the process ran in user space (all threads, the kernel's
+excluded) does not move with the machine's load.  Marginal per request
+between 500 and 2,000 requests, for this tree and, side by side, for the
+tree whose ``src`` (extensions built in place) ``MLPE_BENCH_BASELINE_SRC``
+names: the A/B that the wall-clock CPU above cannot resolve on a shared
+VM.  Valgrind runs the threads one at a time, so the load's timing differs
+from a real run; the instructions a request costs do not.
+
+Each test also prints this machine's interpreter speed (``sum(range(1000))``,
+best of 5): the absolute figures move with it from one VM to the next
+(``docs/performance.md``), the ratios in one run do not.
+
 Run::
 
     PYTHONPATH=src pytest bench/bench_whole_run.py -o python_files='bench_*.py' -s
@@ -32,9 +47,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import timeit
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +80,12 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def interpreter_speed() -> str:
+    """One line on how fast this machine runs Python bytecode."""
+    best = min(timeit.repeat("sum(range(1000))", number=20_000, repeat=5)) / 20_000
+    return f"(this machine: sum(range(1000)) in {best * 1e6:.1f} us, best of 5)"
+
+
 def write_dataset(path: Path, kind: str, events: int) -> None:
     chars = events * TOKEN_CHARS
     if kind == "prose":
@@ -85,15 +108,22 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"root": root, "tokenizer": tokenizer}
 
 
-def run_cpu(
-    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, counter: str, *extra: str
-) -> float:
-    command = [
+def run_command(
+    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, *extra: str
+) -> list[str]:
+    """The user's ``mlpe-fast run`` (through :data:`WRAPPER`)."""
+    return [
         sys.executable, "-c", WRAPPER, "run", "--endpoints", url, "--model", "mlpe-sim",
         "--dataset", str(dataset), "--tokenizer", str(tokenizer),
         "--concurrency", str(CONCURRENCY), "--num-samples", str(samples),
         "--warmup-requests", "0", "--no-progress", "--report-dir", str(out), *extra,
     ]  # fmt: skip
+
+
+def run_cpu(
+    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, counter: str, *extra: str
+) -> float:
+    command = run_command(url, dataset, tokenizer, samples, out, *extra)
     env = {**os.environ, "MLPE_BENCH_COUNTER": counter}
     proc = subprocess.Popen(
         command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -141,6 +171,7 @@ def test_whole_run_cpu(setup: dict[str, Any], kind: str, shape: str) -> None:
     unit = "request" if shape == "per request" else "event"
     medians = {name: statistics.median(v) for name, v in marginal.items()}
     print(f"\nwhole-run CPU per {unit}, {kind}, {events}-event answers, concurrency {CONCURRENCY}:")
+    print(f"  {interpreter_speed()}")
     for name, values in marginal.items():
         shown = " · ".join(f"{v * 1e6:.2f}" for v in values)
         print(f"  {name:5} median {medians[name] * 1e6:8.2f} us (rounds {shown})")
@@ -181,6 +212,62 @@ def test_whole_run_cpu_static(setup: dict[str, Any], shape: str) -> None:
             load.append((load_phase_cpu(outs[1]) - load_phase_cpu(outs[0])) / per)
     unit = "request" if shape == "per request" else "event"
     print(f"\nwhole-run CPU per {unit}, nginx, prose, {events}-event answers, c={CONCURRENCY}:")
+    print(f"  {interpreter_speed()}")
     for name, values in (("whole run", whole), ("load phase", load)):
         shown = " · ".join(f"{v * 1e6:.2f}" for v in values)
         print(f"  {name:10} median {statistics.median(values) * 1e6:8.2f} us (rounds {shown})")
+
+
+CALLGRIND_SIZES = (500, 2_000)
+
+
+def run_instructions(
+    url: str, dataset: Path, tokenizer: Path, samples: int, out: Path, src: str
+) -> int:
+    """User-space instructions of one run under callgrind (all threads)."""
+    out.mkdir(parents=True, exist_ok=True)
+    counts = out / "callgrind.out"
+    command = [
+        "valgrind", "--tool=callgrind", f"--callgrind-out-file={counts}", "--dump-instr=no",
+        *run_command(url, dataset, tokenizer, samples, out / "run", "--server-metrics", "off"),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": src, "MLPE_BENCH_COUNTER": "C"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for line in counts.read_text().splitlines():
+        if line.startswith(("summary:", "totals:")):
+            return int(line.split()[1])
+    raise AssertionError(f"no totals in {counts}")
+
+
+@pytest.mark.skipif(
+    os.environ.get("MLPE_BENCH_CALLGRIND") != "1" or shutil.which("valgrind") is None,
+    reason="opt in with MLPE_BENCH_CALLGRIND=1 (needs valgrind)",
+)
+def test_whole_run_instructions(setup: dict[str, Any]) -> None:
+    events = 64
+    root: Path = setup["root"]
+    dataset = root / f"prose_{events}.jsonl"
+    write_dataset(dataset, "prose", events)
+    text = json.loads(dataset.read_text().splitlines()[0])["ground_truth"]
+    contents = [text[i : i + TOKEN_CHARS] for i in range(0, len(text), TOKEN_CHARS)]
+    served = root / "nginx_callgrind"
+    served.mkdir()
+    trees = {"this tree": str(Path(__file__).resolve().parents[1] / "src")}
+    if baseline := os.environ.get("MLPE_BENCH_BASELINE_SRC"):
+        trees["baseline"] = baseline
+    small, large = CALLGRIND_SIZES
+    per_request: dict[str, float] = {}
+    with nginx_endpoint(served, sse_body(events, "mlpe-sim", contents)) as (url, _):
+        for name, src in trees.items():
+            counts = [
+                run_instructions(url, dataset, setup["tokenizer"], n, root / f"cg{name}{n}", src)
+                for n in (small, large)
+            ]
+            per_request[name] = (counts[1] - counts[0]) / (large - small)
+    print(f"\nuser-space instructions per request, nginx, prose, {events}-event answers:")
+    for name, value in per_request.items():
+        print(f"  {name:10} {value / 1e3:8.1f} k ({trees[name]})")
+    if "baseline" in per_request:
+        ratio = per_request["baseline"] / per_request["this tree"]
+        print(f"  baseline / this tree: {ratio:.3f}x")
