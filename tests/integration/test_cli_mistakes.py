@@ -64,11 +64,19 @@ def test_a_run_folder_measured_into_again_holds_only_the_new_run(
                      "--report-dir", str(folder))) == 0  # fmt: skip
     assert (folder / "warmup_events.jsonl").is_file()
     (folder / "notes.txt").write_text("mine", encoding="utf-8")  # not a run's: kept
+    (folder / "notes.partial").write_text("mine", encoding="utf-8")
+    # what a run killed mid-write leaves (its side files and files before a rename)
+    leftovers = ("events.jsonl.part0", "events.jsonl.final", "sample_idx_map.json.partial",
+                 "warmup_events.jsonl.part1")  # fmt: skip
+    for name in leftovers:
+        (folder / name).write_bytes(b"{}\n")
     capsys.readouterr()
     assert main(_run(endpoint, "--num-samples", "5", "--report-dir", str(folder))) == 0
     assert "replacing the run measured there before" in capsys.readouterr().err
     assert not (folder / "warmup_events.jsonl").exists()
+    assert not [name for name in leftovers if (folder / name).exists()]
     assert (folder / "notes.txt").read_text(encoding="utf-8") == "mine"
+    assert (folder / "notes.partial").read_text(encoding="utf-8") == "mine"
     summary = json.loads((folder / "performance" / "result_summary.json").read_bytes())
     assert summary["n_samples_issued"] == 5
 

@@ -33,6 +33,7 @@ does.
 
 from __future__ import annotations
 
+import glob
 import importlib
 import shutil
 from pathlib import Path
@@ -83,6 +84,13 @@ RUN_ENTRIES = (
     "server_calls.json",
     "server_metrics.jsonl",
 )
+
+#: What a run killed mid-write leaves beside those entries, and the next run
+#: into the folder removes too: an event log's side files of late records
+#: (``events.jsonl.part0``...) and its final file before the rename
+#: (``.final``), ``sample_idx_map.json.partial`` (``artifacts/events.py``,
+#: ``artifacts/sample_idx_map.py``).
+LEFTOVER_SUFFIXES = (".part*", ".final")
 
 
 class RunFolder:
@@ -150,7 +158,7 @@ class RunFolder:
             # cleared: a folder of the user's own keeps whatever it holds.
             # (Asking is already an OSError for a name the system refuses.)
             earlier_run = self.events.is_file() and self.config_yaml.is_file()
-            for name in RUN_ENTRIES if earlier_run else ():
+            for name in self._earlier_entries() if earlier_run else ():
                 entry = self.path / name
                 if entry.is_dir() and not entry.is_symlink():
                     shutil.rmtree(entry)
@@ -167,6 +175,16 @@ class RunFolder:
             raise UsageError(
                 f"--report-dir {self.path}: cannot write there: {error.strerror or error}"
             ) from None
+
+    def _earlier_entries(self) -> list[str]:
+        """:data:`RUN_ENTRIES`, then the leftovers of any of them."""
+        leftovers = {
+            found.name
+            for name in RUN_ENTRIES
+            for suffix in LEFTOVER_SUFFIXES
+            for found in self.path.glob(glob.escape(name) + suffix)
+        }
+        return [*RUN_ENTRIES, *sorted(leftovers)]
 
     def write_results(self, summary: dict[str, Any], snapshot: dict[str, Any], report: str) -> None:
         """``performance/result_summary.json``, ``metrics/final_snapshot.json``
