@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import MlpeError, SetupError, UsageError
 from .heap import fix_malloc_thresholds
-from .run_status import EXIT_INTERRUPTED
+from .run_status import EXIT_FOLDER_REFUSED, EXIT_INTERRUPTED
 
 if TYPE_CHECKING:
     from .config import RunConfig
@@ -294,6 +294,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MlpeError as error:
         print(f"mlpe-fast: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as error:
+        if error.filename is None:  # not a file the disk refused: a bug, with its traceback
+            raise
+        # A result file past the run folder's own (a curve's pareto.json, its
+        # reports) on a disk that filled: one line, as the folder's (run_status.py).
+        print(f"mlpe-fast: cannot write {error.filename}: {error.strerror}", file=sys.stderr)
+        return EXIT_FOLDER_REFUSED
 
 
 if __name__ == "__main__":

@@ -413,3 +413,19 @@ def test_a_disk_that_refuses_the_run_folder_stops_the_point_in_one_line(
     assert summary["state"] == "interrupted" and summary["complete"] is False
     assert summary["mlpe_fast"]["folder_error"].endswith("events.jsonl: File too large")
     assert 0 < summary["n_samples_completed"] < asked // 10  # stopped, not run to its end
+
+
+def test_a_curve_file_the_disk_refuses_is_one_line(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # pareto.json is written after the points, outside any point's folder
+    # (a directory in its place refuses it as a full disk would)
+    folder = tmp_path / "curve"
+    (folder / "pareto.json").mkdir(parents=True)
+    flags = ("--concurrency", "1,2", "--offline", "none", "--num-samples", "3")
+    status = main(_run(endpoint, *flags, "--report-dir", str(folder)))
+    err = capsys.readouterr().err
+    assert status == 7
+    assert err.strip().splitlines()[-1] == (
+        f"mlpe-fast: cannot write {folder / 'pareto.json'}: Is a directory"
+    )
