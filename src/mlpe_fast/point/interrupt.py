@@ -31,7 +31,6 @@ class Interrupt:
         self.phase: Stoppable | None = None
         self.counter: TokenCounter | None = None
         self.requested = 0
-        self.reason: str | None = None  # why stop() was called (None: a signal or nothing)
         self._installed: list[int] = []
 
     def install(self) -> None:
@@ -60,11 +59,9 @@ class Interrupt:
         elif self.counter is not None:
             self.counter.close()
 
-    def stop(self, reason: str) -> None:
-        """Stops the point as a first signal does, for ``reason`` (the disk
-        refused the run folder: ``point/writer.py``); a later signal then
-        stops the counting."""
-        self.reason = reason
+    def stop(self) -> None:
+        """Stops the point as a first signal does (the disk refused the run
+        folder: ``point/writer.py``); a later signal then stops the counting."""
         if not self.requested:
             self.requested = 1
             self._stop_issuing()

@@ -178,7 +178,7 @@ async def open_point(
         interrupt.install()
         stack.callback(interrupt.uninstall)
         await stack.enter_async_context(client)
-        await stack.enter_async_context(writer.session(on_refused=interrupt.stop))
+        await stack.enter_async_context(writer.session(on_refused=lambda _: interrupt.stop()))
         yield Point(config, urls, inputs, plan, client, writer, counter, interrupt, bar, metrics)
 
 
