@@ -64,6 +64,7 @@ class RunWriter:
         self.warmup_events: EventsWriter | None = None
         self._server_metrics: BinaryIO | None = None
         self._refusals: list[str] = []  # writes the disk refused, outside the logs
+        self._metrics_refused = False
 
     @property
     def path(self) -> Path | None:
@@ -104,7 +105,18 @@ class RunWriter:
             return None
         if self._server_metrics is None:
             self._server_metrics = (self.folder.path / SERVER_METRICS).open("wb")
-        return self._server_metrics.write
+        return self._server_metrics_line
+
+    def _server_metrics_line(self, line: bytes) -> None:
+        # On the loop, in the scraper's task: a refusal there would end the
+        # task and come back as a traceback when scraping stops.
+        if self._server_metrics is None or self._metrics_refused:
+            return
+        try:
+            self._server_metrics.write(line)
+        except OSError as error:  # the later lines are dropped: the file is cut
+            self._metrics_refused = True
+            self._refused(SERVER_METRICS, error)
 
     def __enter__(self) -> RunWriter:
         return self
@@ -136,7 +148,7 @@ class RunWriter:
                 await asyncio.sleep(1.0)
                 for writer in writers:
                     writer.flush()
-                if self._server_metrics is not None:
+                if self._server_metrics is not None and not self._metrics_refused:
                     try:
                         self._server_metrics.flush()
                     except OSError as error:
