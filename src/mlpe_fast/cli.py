@@ -22,6 +22,7 @@ raised.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -42,6 +43,10 @@ __all__ = ("main",)
 EXIT_USAGE = 2
 EXIT_SETUP = 3
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a command its pipe ended
+
+#: The errors only a write gets: the disk full, a file-size limit, a quota, a
+#: read-only file system.
+_DISK_REFUSED = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -295,8 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mlpe-fast: {error}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as error:
-        if error.filename is None:  # not a file the disk refused: a bug, with its traceback
-            raise
+        if error.errno not in _DISK_REFUSED or error.filename is None:
+            raise  # not a write the disk refused: a bug, with its traceback
         # A result file past the run folder's own (a curve's pareto.json, its
         # reports) on a disk that filled: one line, as the folder's (run_status.py).
         print(f"mlpe-fast: cannot write {error.filename}: {error.strerror}", file=sys.stderr)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -416,16 +417,32 @@ def test_a_disk_that_refuses_the_run_folder_stops_the_point_in_one_line(
 
 
 def test_a_curve_file_the_disk_refuses_is_one_line(
-    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    endpoint: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # pareto.json is written after the points, outside any point's folder
-    # (a directory in its place refuses it as a full disk would)
+    # The curve's reports are written after the points, outside any point's
+    # folder, on a disk that filled meanwhile.
+    import errno
+
+    from mlpe_fast.sweep import runner
+
     folder = tmp_path / "curve"
-    (folder / "pareto.json").mkdir(parents=True)
+    refused = folder / "pareto.html"
+
+    def full_disk(root: Path) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device", str(refused))
+
+    monkeypatch.setattr(runner, "write_reports", full_disk)
     flags = ("--concurrency", "1,2", "--offline", "none", "--num-samples", "3")
     status = main(_run(endpoint, *flags, "--report-dir", str(folder)))
     err = capsys.readouterr().err
     assert status == 7
     assert err.strip().splitlines()[-1] == (
-        f"mlpe-fast: cannot write {folder / 'pareto.json'}: Is a directory"
+        f"mlpe-fast: cannot write {refused}: No space left on device"
     )
+    # another error of the file system is not taken for the disk's refusal
+    monkeypatch.setattr(runner, "write_reports", lambda root: open(tmp_path / "none"))  # noqa: SIM115
+    with pytest.raises(FileNotFoundError):
+        main(_run(endpoint, *flags, "--report-dir", str(tmp_path / "again")))
