@@ -27,7 +27,6 @@ from array import array
 from typing import Any
 
 import msgspec
-import numpy as np
 import pytest
 
 from mlpe_fast.engine import record_columns
@@ -153,11 +152,7 @@ def _packed(rows: list[tuple[int, ...]]) -> list[array[int]]:
     for i in range(ROWS):
         buffer += pack(*rows[i % 64])
         if i % settle == settle - 1 or i == ROWS - 1:
-            block = np.frombuffer(buffer, record_columns._ROW_DTYPE)
-            for tail, name in zip(tails, record_columns.COLUMNS, strict=True):
-                tail.frombytes(block[name].tobytes())
-            del block
-            buffer.clear()
+            record_columns.move_rows(buffer, tails)
     return tails
 
 

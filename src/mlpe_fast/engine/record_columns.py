@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -196,6 +197,17 @@ assert _ROW_DTYPE.itemsize == _ROW.size
 #: Rows the row buffer holds before they are moved to the columns (or
 #: before, at a spill or any read): 224 KiB.
 _SETTLE_ROWS = 1024
+
+
+def move_rows(rows: bytearray, tails: Sequence[array[int]]) -> None:
+    """Appends the rows packed in ``rows`` (:data:`_ROW`) to the column
+    arrays ``tails`` (:data:`COLUMNS`' order), a column at a time, and
+    empties ``rows``."""
+    block = np.frombuffer(rows, _ROW_DTYPE)
+    for tail, name in zip(tails, COLUMNS, strict=True):
+        tail.frombytes(block[name].tobytes())
+    del block  # the buffer's export, before it is cleared
+    rows.clear()
 
 
 def _back(value: int) -> int | None:
@@ -393,14 +405,9 @@ class RecordColumns(Sequence[RequestRecord]):
             self._whole.append(record)
 
     def _settle(self) -> None:
-        """Moves the packed rows to the columns' tails, a column at a time."""
-        if not self._rows:
-            return
-        block = np.frombuffer(self._rows, _ROW_DTYPE)
-        for tail, name in zip(self._tails, COLUMNS, strict=True):
-            tail.frombytes(block[name].tobytes())
-        del block  # the buffer's export, before it is cleared
-        self._rows.clear()
+        """Moves the packed rows to the columns' tails."""
+        if self._rows:
+            move_rows(self._rows, self._tails)
 
     @property
     def _stamps(self) -> dict[str, SpilledArray]:

@@ -179,7 +179,7 @@ class RunWriter:
         try:
             self._finish(folder, events, figures, measured, entries)
         except OSError as error:  # the disk refused a result file: the rest is lost
-            self._refused(getattr(error, "filename", None) or folder.path, error)
+            self._refused(error.filename or folder.path, error)
 
     def _finish(
         self,
